@@ -1,0 +1,153 @@
+"""Digests of entries and LAC blobs (BookKeeper's DigestManager, reference §1.4).
+
+| type   | proto code | digest bytes | value                              |
+|--------|-----------|--------------|-------------------------------------|
+| crc32  | 1         | 8            | java.util.zip.CRC32 as i64          |
+| mac    | 2 (HMAC)  | 20           | HMAC-SHA1, key SHA1("mac" + pw)     |
+| crc32c | 3         | 4            | Castagnoli CRC as i32 (the default) |
+| dummy  | 4         | 0            | none                                |
+
+The digest covers the entry header followed by the payload. The master key a client sends to
+bookies is SHA1("ledger" + password), 20 bytes, whatever the digest type.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import struct
+import zlib
+
+import crc32c as _crc32c
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format as ef
+
+_LAC_BLOB = struct.Struct(">qq")  # LAC_METADATA_LENGTH = 16
+_U64 = struct.Struct(">Q")  # CRC32 value widened to a Java long
+_U32 = struct.Struct(">I")
+
+
+class DigestType(enum.IntEnum):
+    """Values are the proto ``DigestType`` codes (also the low bits of a V2 entry's flags)."""
+
+    CRC32 = 1
+    MAC = 2
+    CRC32C = 3
+    DUMMY = 4
+
+    @classmethod
+    def parse(cls, value: "str | int | DigestType") -> "DigestType":
+        if isinstance(value, DigestType):
+            return value
+        if isinstance(value, int):
+            return cls(value)
+        name = str(value).strip().upper()
+        name = {"HMAC": "MAC"}.get(name, name)
+        if name not in cls.__members__:
+            allowed = ", ".join(m.lower() for m in cls.__members__)
+            raise ValueError(f"unknown digest type {value!r}; allowed: {allowed}")
+        return cls[name]
+
+
+MAC_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4, DigestType.DUMMY: 0}
+
+
+class DigestMatchError(Exception):
+    """An entry (or LAC blob) failed its digest, ledger id or entry id check (BK DigestMatchException)."""
+
+
+def generate_master_key(password: bytes) -> bytes:
+    """``DigestManager.generateMasterKey``: SHA1("ledger" + password), 20 bytes."""
+    return hashlib.sha1(b"ledger" + password).digest()
+
+
+def mac_key(password: bytes) -> bytes:
+    """``MacDigestManager.genDigest("mac", password)``."""
+    return hashlib.sha1(b"mac" + password).digest()
+
+
+class DigestManager:
+    """Builds and verifies the entries of one ledger."""
+
+    def __init__(self, ledger: LedgerId, password: bytes, digest_type: DigestType | str = DigestType.CRC32C):
+        self.ledger = ledger
+        self.digest_type = DigestType.parse(digest_type)
+        self.mac_length = MAC_LENGTH[self.digest_type]
+        self.header_len = ef.header_len_for(ledger.scope_id)
+        self._digest = self._make_digest_fn(self.digest_type, password)
+
+    @staticmethod
+    def _make_digest_fn(digest_type: DigestType, password: bytes):
+        if digest_type is DigestType.CRC32C:
+            crc = _crc32c.crc32c
+            # Java writes the CRC as an int; the big-endian bytes are the same signed or unsigned.
+            return lambda header, payload: _U32.pack(crc(payload, crc(header)))
+        if digest_type is DigestType.CRC32:
+            return lambda header, payload: _U64.pack(zlib.crc32(payload, zlib.crc32(header)))
+        if digest_type is DigestType.MAC:
+            key = mac_key(password)
+
+            def hmac_sha1(header, payload):
+                h = hmac.new(key, header, hashlib.sha1)
+                h.update(payload)
+                return h.digest()
+
+            return hmac_sha1
+        return lambda header, payload: b""
+
+    # -- entries --------------------------------------------------------------------------------
+    def build_entry(self, entry_id: int, lac: int, length: int, payload) -> bytes:
+        """One entry: header + digest + payload. ``length`` is the ledger's length including it."""
+        header = ef.pack_header(self.ledger, entry_id, lac, length, self.digest_type)
+        return b"".join((header, self._digest(header, payload), payload))
+
+    def build_framed(self, first_entry_id: int, lac: int, start_length: int, payloads) -> tuple[bytes, int]:
+        """Frame consecutive entries into one buffer; returns (blob, ledger length after them)."""
+        parts = []
+        length = start_length
+        pack_frame = ef.FRAME.pack
+        extra = self.header_len + self.mac_length
+        for i, payload in enumerate(payloads):
+            length += len(payload)
+            header = ef.pack_header(self.ledger, first_entry_id + i, lac, length, self.digest_type)
+            parts += (pack_frame(extra + len(payload)), header, self._digest(header, payload), payload)
+        return b"".join(parts), length
+
+    def verify(self, entry, expected_entry_id: int | None = None) -> tuple[ef.EntryHeader, memoryview]:
+        """Check ledger id, entry id and digest; return (header, payload view)."""
+        view = memoryview(entry)
+        need = self.header_len + self.mac_length
+        if len(view) < need:
+            raise DigestMatchError(f"entry of ledger {self.ledger} is {len(view)} bytes, shorter than its {need}-byte header")
+        header = ef.parse_header(view)
+        if header.ledger != self.ledger:
+            raise DigestMatchError(f"entry belongs to ledger {header.ledger}, expected ledger {self.ledger}")
+        if expected_entry_id is not None and header.entry_id != expected_entry_id:
+            raise DigestMatchError(f"ledger {self.ledger}: got entry {header.entry_id}, expected entry {expected_entry_id}")
+        if header.header_len != self.header_len:
+            raise DigestMatchError(f"ledger {self.ledger}: entry format does not match the ledger's scope")
+        head = view[: self.header_len]
+        stored = view[self.header_len: need]
+        payload = view[need:]
+        if not hmac.compare_digest(self._digest(head, payload), stored):
+            raise DigestMatchError(
+                f"digest mismatch ({self.digest_type.name.lower()}) on entry {header.entry_id} of ledger {self.ledger}")
+        return header, payload
+
+    # -- LAC blobs (explicit LAC) -------------------------------------------------------------
+    def build_lac(self, lac: int) -> bytes:
+        head = _LAC_BLOB.pack(self.ledger.ledger_id, lac)
+        return head + self._digest(head, b"")
+
+    def verify_lac(self, blob) -> int:
+        view = memoryview(blob)
+        if len(view) != _LAC_BLOB.size + self.mac_length:
+            raise DigestMatchError(f"LAC blob of ledger {self.ledger} has {len(view)} bytes")
+        head = view[: _LAC_BLOB.size]
+        if not hmac.compare_digest(self._digest(head, b""), view[_LAC_BLOB.size:]):
+            raise DigestMatchError(f"digest mismatch on the LAC blob of ledger {self.ledger}")
+        lid, lac = _LAC_BLOB.unpack(head)
+        if lid != self.ledger.ledger_id:
+            raise DigestMatchError(f"LAC blob belongs to ledger {lid}, expected {self.ledger}")
+        return lac

@@ -1,0 +1,167 @@
+"""Entry format on the wire, in the journal and in entry logs (reference §1.4, seed 04).
+
+V1 (scope 0), big-endian, 32-byte header::
+
+    ledgerId:i64 | entryId:i64 | lastAddConfirmed:i64 | length:i64 | digest[macLen] | payload
+
+V2 (BP-35, any scope): a flags byte whose top bit is set, then the scope id, 41-byte header::
+
+    flags:u8 | scopeId:i64 | ledgerId:i64 | entryId:i64 | lastAddConfirmed:i64 | length:i64 | digest | payload
+
+flags = 0x80 | version << 4 | digest type; version is 2. The seed's byte offsets disagree with themselves
+(8-byte flags vs digest at byte 37); we follow its size accounting ("one byte for version, 8 bytes for
+the msb": V1 + 9 bytes). A V1 entry starts with a non-negative ledger id, so its first byte is < 0x80.
+
+Many entries travel and are stored *framed*: ``int32 size | entry``, back to back. That is BookKeeper's
+journal and entry-log record format, so a framed batch from a client is written to both as it is.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from bookie.ledger_id import LedgerId
+
+V1_HEADER = struct.Struct(">qqqq")
+V2_HEADER = struct.Struct(">Bqqqqq")
+V1_HEADER_LEN = V1_HEADER.size  # METADATA_LENGTH = 32
+V2_HEADER_LEN = V2_HEADER.size  # 41
+ENTRY_FORMAT_V2 = 2
+V2_FLAG = 0x80
+FRAME = struct.Struct(">i")
+FRAME_LEN = FRAME.size
+_V1_IDS = struct.Struct(">qqq")  # ledger id, entry id, lac
+_V2_IDS = struct.Struct(">qqqq")  # scope, ledger id, entry id, lac
+
+# Negative entry ids mark metadata records in the journal (BookieImpl); never real entries.
+METAENTRY_ID_LEDGER_KEY = -0x1000
+METAENTRY_ID_FENCE_KEY = -0x2000
+METAENTRY_ID_FORCE_LEDGER = -0x4000
+METAENTRY_ID_LEDGER_EXPLICITLAC = -0x8000
+INVALID_ENTRY_ID = -1
+
+
+class EntryHeader(NamedTuple):
+    ledger: LedgerId
+    entry_id: int
+    last_add_confirmed: int
+    length: int
+    header_len: int
+
+
+def is_v2(first_byte: int) -> bool:
+    return first_byte >= V2_FLAG
+
+
+def header_len_for(scope_id: int) -> int:
+    return V1_HEADER_LEN if scope_id == 0 else V2_HEADER_LEN
+
+
+def pack_header(ledger: LedgerId, entry_id: int, lac: int, length: int, digest_code: int) -> bytes:
+    """The fixed header of an entry (or of a journal meta-record) for ``ledger``'s scope."""
+    if ledger.scope_id == 0:
+        return V1_HEADER.pack(ledger.ledger_id, entry_id, lac, length)
+    flags = V2_FLAG | (ENTRY_FORMAT_V2 << 4) | (digest_code & 0x0F)
+    return V2_HEADER.pack(flags, ledger.scope_id, ledger.ledger_id, entry_id, lac, length)
+
+
+def parse_header(buf, offset: int = 0) -> EntryHeader:
+    """Decode the header of the entry starting at ``offset`` (raises struct.error if too short)."""
+    if is_v2(buf[offset]):
+        _, scope, lid, eid, lac, length = V2_HEADER.unpack_from(buf, offset)
+        return EntryHeader(LedgerId(scope, lid), eid, lac, length, V2_HEADER_LEN)
+    lid, eid, lac, length = V1_HEADER.unpack_from(buf, offset)
+    return EntryHeader(LedgerId(0, lid), eid, lac, length, V1_HEADER_LEN)
+
+
+def peek_ids(buf, offset: int) -> tuple[int, int, int, int]:
+    """(scope, ledger id, entry id, lac) of the entry at ``offset``: the bookie reads only these."""
+    if buf[offset] >= V2_FLAG:
+        return _V2_IDS.unpack_from(buf, offset + 1)
+    return (0, *_V1_IDS.unpack_from(buf, offset))
+
+
+def frame(entries) -> bytes:
+    """Frame entries (``int32 size | entry`` each) into one buffer."""
+    parts = []
+    for entry in entries:
+        parts.append(FRAME.pack(len(entry)))
+        parts.append(entry)
+    return b"".join(parts)
+
+
+def iter_frames(blob):
+    """Yield a memoryview of each framed entry in ``blob``."""
+    view = memoryview(blob)
+    offset, end = 0, len(view)
+    while offset < end:
+        (size,) = FRAME.unpack_from(view, offset)
+        if size < 0 or offset + FRAME_LEN + size > end:
+            raise ValueError(f"bad frame at byte {offset} of {end}: size {size}")
+        yield view[offset + FRAME_LEN: offset + FRAME_LEN + size]
+        offset += FRAME_LEN + size
+
+
+_V1_FRAMED = struct.Struct(">iqqq")  # size, ledger id, entry id, lac
+_V2_FRAMED = struct.Struct(">iBqqqq")  # size, flags, scope, ledger id, entry id, lac
+_V1_META = struct.Struct(">qq")
+_V2_META = struct.Struct(">Bqqq")
+
+
+def peek_meta(buf, offset: int) -> tuple[LedgerId, int, int]:
+    """(ledger, entry id, offset of the body) of a journal record; meta-records carry no LAC/length."""
+    if buf[offset] >= V2_FLAG:
+        _, scope, lid, eid = _V2_META.unpack_from(buf, offset)
+        return LedgerId(scope, lid), eid, offset + _V2_META.size
+    lid, eid = _V1_META.unpack_from(buf, offset)
+    return LedgerId(0, lid), eid, offset + _V1_META.size
+
+
+def meta_record(ledger: LedgerId, meta_entry_id: int, body: bytes = b"") -> bytes:
+    """A framed journal meta-record (master key, fence, explicit LAC)."""
+    if ledger.scope_id == 0:
+        head = _V1_META.pack(ledger.ledger_id, meta_entry_id)
+    else:
+        head = _V2_META.pack(V2_FLAG | (ENTRY_FORMAT_V2 << 4), ledger.scope_id, ledger.ledger_id, meta_entry_id)
+    return FRAME.pack(len(head) + len(body)) + head + body
+
+
+def scan_batch(blob, ledger: LedgerId, max_entry_size: int) -> tuple[list[int], list[int], int]:
+    """Validate a framed batch of one ledger's entries.
+
+    Returns (entry ids, frame offsets, highest piggybacked LAC). Raises ValueError naming the first
+    frame that is cut short, too large, or of another ledger.
+    """
+    view = memoryview(blob)
+    end = len(view)
+    want_scope, want_lid = ledger
+    ids: list[int] = []
+    offsets: list[int] = []
+    max_lac = -1
+    offset = 0
+    while offset < end:
+        if offset + FRAME_LEN + V1_HEADER_LEN > end:
+            raise ValueError(f"frame at byte {offset} is cut short ({end - offset} bytes left)")
+        if view[offset + FRAME_LEN] < V2_FLAG:
+            size, lid, eid, lac = _V1_FRAMED.unpack_from(view, offset)
+            scope, header = 0, V1_HEADER_LEN
+        else:
+            if offset + FRAME_LEN + V2_HEADER_LEN > end:
+                raise ValueError(f"frame at byte {offset} is cut short ({end - offset} bytes left)")
+            size, _, scope, lid, eid, lac = _V2_FRAMED.unpack_from(view, offset)
+            header = V2_HEADER_LEN
+        if size < header or size > max_entry_size or offset + FRAME_LEN + size > end:
+            raise ValueError(f"frame at byte {offset} has size {size} (allowed {header}..{max_entry_size}, "
+                             f"{end - offset - FRAME_LEN} bytes left)")
+        if lid != want_lid or scope != want_scope:
+            raise ValueError(f"entry at byte {offset} belongs to ledger {LedgerId(scope, lid)}, not {ledger}")
+        if eid < 0:
+            raise ValueError(f"entry at byte {offset} has negative entry id {eid}")
+        ids.append(eid)
+        offsets.append(offset)
+        if lac > max_lac:
+            max_lac = lac
+        offset += FRAME_LEN + size
+    if not ids:
+        raise ValueError("empty batch: no entries")
+    return ids, offsets, max_lac

@@ -1,0 +1,261 @@
+"""The bookie: storage engine, journals, sync thread and disk monitor behind one API (BookieImpl).
+
+Start-up follows BookKeeper's order: directory checks, cookie validation, journal replay from the
+LastLogMark, then the journal, sync and disk-monitor threads.
+
+An add (``add_entries``) takes a framed batch of one ledger's entries:
+1. ledger storage first: the batch is appended to the entry log buffer, its locations go to the
+   ledger cache (a ledger's first add also journals its master key);
+2. then the journal: the batch bytes are queued as they are, and the returned future completes only
+   after the journal group holding them is written and fsynced.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future
+from typing import Callable
+
+import numpy as np
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format as ef
+from bookie.server.cookie import Cookie, check_cookies
+from bookie.server.exceptions import (BadRequestException, BookieException, JournalException,
+                                      LedgerFencedException, NoEntryException, ReadOnlyException)
+from bookie.server.journal import Journal, ScanResult, list_journal_ids, scan_journal
+from bookie.server.last_log_mark import read_last_mark
+from bookie.server.ledger_dirs_monitor import LedgerDirsMonitor
+from bookie.server.ledger_storage import InterleavedLedgerStorage
+from bookie.server.sync_thread import SyncThread
+
+log = logging.getLogger(__name__)
+
+
+class Bookie:
+    def __init__(self, conf):
+        self.conf = conf
+        self.journal_dirs = conf.journal_dirs
+        self.ledger_dirs = conf.ledger_dirs
+        self.storage: InterleavedLedgerStorage | None = None
+        self.journals: list[Journal] = []
+        self.sync_thread: SyncThread | None = None
+        self.dirs_monitor: LedgerDirsMonitor | None = None
+        self.cookie: Cookie | None = None
+        self.replayed: list[ScanResult] = []
+        self.running = False
+        self.forced_read_only = conf["forceReadOnlyBookie"]
+        self._state_listeners: list[Callable[[bool], None]] = []
+        self._max_entry = conf["nettyMaxFrameSizeBytes"]
+
+    # -- life cycle --------------------------------------------------------------------------------
+    def start(self, instance_id: str | None = None, registered_cookie: Cookie | None = None) -> "Bookie":
+        self._check_directories()
+        self.cookie = check_cookies(self.conf, instance_id, registered_cookie)
+        self.storage = InterleavedLedgerStorage(self.conf, self.ledger_dirs, self.conf.index_dirs)
+        self.journals = [Journal(d, self.conf, i) for i, d in enumerate(self.journal_dirs)]
+        self._replay()
+        for journal in self.journals:
+            journal.start()
+        self.sync_thread = SyncThread(self.journals, self.storage, self.ledger_dirs, self.conf["flushInterval"])
+        self.sync_thread.start()
+        self.dirs_monitor = LedgerDirsMonitor(self.conf, self.ledger_dirs, self._on_disk_state)
+        self.dirs_monitor.check()
+        self.dirs_monitor.start()
+        self.running = True
+        log.info("bookie started: journals %s, ledger dirs %s", self.journal_dirs, self.ledger_dirs)
+        return self
+
+    def _check_directories(self) -> None:
+        for d in dict.fromkeys([*self.journal_dirs, *self.ledger_dirs, *self.conf.index_dirs]):
+            current = os.path.join(d, "current")
+            try:
+                os.makedirs(current, exist_ok=True)
+            except OSError as exc:
+                raise BookieException(f"cannot create bookie directory {current}: {exc}") from None
+            if not os.access(current, os.W_OK):
+                raise BookieException(f"bookie directory {current} is not writable")
+
+    def shutdown(self) -> None:
+        """Stop cleanly: drain the journals, checkpoint, and finish the entry log."""
+        if not self.running:
+            return
+        self.running = False
+        self.dirs_monitor.shutdown()
+        self.sync_thread.shutdown()
+        for journal in self.journals:
+            journal.shutdown()
+        self.sync_thread.checkpoint()
+        self.storage.shutdown()
+        log.info("bookie shut down")
+
+    # -- replay ------------------------------------------------------------------------------------
+    def _replay(self) -> None:
+        """Re-apply every journal record after the LastLogMark (BookieImpl.readJournal)."""
+        for i, journal in enumerate(self.journals):
+            mark = read_last_mark(self.ledger_dirs, i, len(self.journals))
+            ids = [j for j in list_journal_ids(journal.journal_dir) if j >= mark.log_id]
+            if mark.log_id and mark.log_id not in ids:
+                raise JournalException(f"journal {mark.log_id:x}.txn named by the LastLogMark is missing from "
+                                       f"{journal.journal_dir}: entries after the last checkpoint would be lost")
+            for log_id in ids:
+                start = mark.offset if log_id == mark.log_id else 0
+                result = scan_journal(journal.journal_dir, log_id, start, self._replay_group)
+                self.replayed.append(result)
+                if result.torn:
+                    log.warning("journal replay stopped early in %x.txn after %d records: %s",
+                                log_id, result.records, result.torn)
+                log.info("replayed %d records from journal %x.txn", result.records, log_id)
+
+    def _replay_group(self, group: memoryview) -> None:
+        run_ledger: LedgerId | None = None
+        run_start = run_end = 0
+        offset, end = 0, len(group)
+        while offset < end:
+            (size,) = ef.FRAME.unpack_from(group, offset)
+            ledger, eid, body = ef.peek_meta(group, offset + ef.FRAME_LEN)
+            if eid >= 0 and ledger == run_ledger and offset == run_end:
+                run_end = offset + ef.FRAME_LEN + size
+            else:
+                if run_ledger is not None:
+                    self._replay_entries(run_ledger, group[run_start:run_end])
+                run_ledger = None
+                if eid >= 0:
+                    run_ledger, run_start, run_end = ledger, offset, offset + ef.FRAME_LEN + size
+                else:
+                    self._replay_meta(ledger, eid, group[body: offset + ef.FRAME_LEN + size])
+            offset += ef.FRAME_LEN + size
+        if run_ledger is not None:
+            self._replay_entries(run_ledger, group[run_start:run_end])
+
+    def _replay_entries(self, ledger: LedgerId, blob: memoryview) -> None:
+        state = self.storage.state(ledger)
+        if state is None:
+            log.debug("replay: skipping entries of ledger %s, which has no master key here (deleted)", ledger)
+            return
+        ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
+        self.storage.add_framed(ledger, state, bytes(blob), np.array(ids, dtype=np.int64),
+                                np.array(offsets, dtype=np.int64), max_lac)
+
+    def _replay_meta(self, ledger: LedgerId, meta_id: int, body: memoryview) -> None:
+        if meta_id == ef.METAENTRY_ID_LEDGER_KEY:
+            (key_len,) = ef.FRAME.unpack_from(body, 0)
+            self.storage.get_or_create(ledger, bytes(body[4: 4 + key_len]))
+        elif meta_id == ef.METAENTRY_ID_FENCE_KEY:
+            if self.storage.state(ledger) is not None:
+                self.storage.set_fenced(ledger)
+        elif meta_id == ef.METAENTRY_ID_LEDGER_EXPLICITLAC:
+            (lac_len,) = ef.FRAME.unpack_from(body, 0)
+            if self.storage.state(ledger) is not None:
+                self.storage.set_explicit_lac(ledger, bytes(body[4: 4 + lac_len]))
+
+    # -- read-only ---------------------------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        return self.forced_read_only or (self.dirs_monitor is not None and self.dirs_monitor.any_full)
+
+    def add_state_listener(self, listener: Callable[[bool], None]) -> None:
+        """``listener(read_only)`` runs whenever the bookie turns read-only or writable."""
+        self._state_listeners.append(listener)
+
+    def _on_disk_state(self, full: bool) -> None:
+        if full and not self.conf["readOnlyModeEnabled"]:
+            log.error("ledger disks are full and readOnlyModeEnabled=false: refusing all adds")
+        log.warning("bookie is now %s", "read-only" if self.read_only else "writable")
+        self.storage.entry_logger.writable_dirs = [d for d in self.ledger_dirs if d not in self.dirs_monitor.full]
+        for listener in self._state_listeners:
+            listener(self.read_only)
+
+    def set_read_only(self, forced: bool) -> None:
+        """Force (or release) read-only mode, as the HTTP ``state/readonly`` endpoint does."""
+        before = self.read_only
+        self.forced_read_only = forced
+        if self.read_only != before:
+            for listener in self._state_listeners:
+                listener(self.read_only)
+
+    # -- writes ------------------------------------------------------------------------------------
+    def _journal_for(self, ledger: LedgerId) -> Journal:
+        return self.journals[ledger.ledger_id % len(self.journals)]
+
+    def add_entries(self, ledger: LedgerId, master_key: bytes, blob: bytes, recovery: bool = False) -> Future:
+        """Add a framed batch of ``ledger``'s entries; the future gives the entry ids once fsynced."""
+        if self.read_only and not recovery:
+            raise ReadOnlyException(f"bookie is read-only: add to ledger {ledger} refused (recovery adds only)")
+        try:
+            ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
+        except ValueError as exc:
+            raise BadRequestException(f"bad add batch for ledger {ledger}: {exc}") from None
+        future: Future = Future()
+
+        def done(error: Exception | None) -> None:
+            if error is None:
+                future.set_result(ids)
+            else:
+                future.set_exception(error)
+
+        journal = self._journal_for(ledger)
+        with self.storage.lock:
+            state, created = self.storage.get_or_create(ledger, master_key)
+            if state.fenced and not recovery:
+                raise LedgerFencedException(f"ledger {ledger} is fenced: add of entries {ids[0]}..{ids[-1]} refused")
+            self.storage.add_framed(ledger, state, blob, np.array(ids, dtype=np.int64),
+                                    np.array(offsets, dtype=np.int64), max_lac)
+            if created:
+                journal.log(_key_record(ledger, master_key), None)
+            journal.log(blob, done, len(ids))
+        return future
+
+    def _journal_meta(self, ledger: LedgerId, master_key: bytes, record: bytes,
+                      apply: Callable[[], None]) -> Future:
+        future: Future = Future()
+        journal = self._journal_for(ledger)
+        with self.storage.lock:
+            _, created = self.storage.get_or_create(ledger, master_key)
+            apply()
+            if created:
+                journal.log(_key_record(ledger, master_key), None)
+            journal.log(record, lambda error: future.set_exception(error) if error else future.set_result(True))
+        return future
+
+    def fence_ledger(self, ledger: LedgerId, master_key: bytes) -> Future:
+        """Fence: no more normal adds. The future completes once the fence is fsynced in the journal."""
+        return self._journal_meta(ledger, master_key, ef.meta_record(ledger, ef.METAENTRY_ID_FENCE_KEY),
+                                  lambda: self.storage.set_fenced(ledger))
+
+    def set_explicit_lac(self, ledger: LedgerId, master_key: bytes, lac_blob: bytes) -> Future:
+        record = ef.meta_record(ledger, ef.METAENTRY_ID_LEDGER_EXPLICITLAC,
+                                ef.FRAME.pack(len(lac_blob)) + bytes(lac_blob))
+        return self._journal_meta(ledger, master_key, record, lambda: self.storage.set_explicit_lac(ledger, lac_blob))
+
+    # -- reads -------------------------------------------------------------------------------------
+    def read_entry(self, ledger: LedgerId, entry_id: int) -> bytes:
+        """The entry as stored (entry -1: the last entry this bookie has)."""
+        return self.storage.read_entry(ledger, entry_id)
+
+    def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20) -> tuple[bytes, int, int]:
+        """Framed entries stored here in ``[first, last]``: (blob, count, last id covered)."""
+        return self.storage.read_framed(ledger, first, last, max_bytes)
+
+    def last_add_confirmed(self, ledger: LedgerId) -> int:
+        return self.storage.require(ledger).lac
+
+    def explicit_lac(self, ledger: LedgerId) -> bytes:
+        blob = self.storage.require(ledger).explicit_lac
+        if blob is None:
+            raise NoEntryException(f"ledger {ledger} has no explicit LAC on this bookie")
+        return blob
+
+    def is_fenced(self, ledger: LedgerId) -> bool:
+        return self.storage.require(ledger).fenced
+
+    def ledgers(self) -> list[LedgerId]:
+        return self.storage.ledgers()
+
+    def checkpoint(self):
+        return self.sync_thread.checkpoint()
+
+
+def _key_record(ledger: LedgerId, master_key: bytes) -> bytes:
+    return ef.meta_record(ledger, ef.METAENTRY_ID_LEDGER_KEY, ef.FRAME.pack(len(master_key)) + master_key)

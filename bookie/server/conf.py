@@ -1,0 +1,203 @@
+"""Bookie configuration: BookKeeper's ``bk_server.conf`` keys, types and defaults (ServerConfiguration).
+
+A configuration is a Java-properties file. Keys keep BookKeeper's names so an operator's file works as
+it is; unknown keys are warned about (and kept), a bad value is refused with a message naming the key.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+log = logging.getLogger(__name__)
+
+
+class ConfigurationError(ValueError):
+    """A configuration value is missing or not what its key allows."""
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _parse_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class Option:
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    minimum: float | None = None
+
+
+def _o(kind, default, doc, minimum=None) -> Option:
+    parse = {"int": int, "float": float, "bool": _parse_bool, "str": str, "list": _parse_list}[kind]
+    return Option(parse, default, doc, minimum)
+
+
+OPTIONS: dict[str, Option] = {
+    # Server
+    "bookiePort": _o("int", 3181, "port the bookie listens on (127.0.0.1)", 0),
+    "bookieId": _o("str", "", "bookie id; default host:port"),
+    "advertisedAddress": _o("str", "127.0.0.1", "address put in the bookie id"),
+    "metadataServiceUri": _o("str", "", "zk://host:port/ledgers"),
+    "zkTimeout": _o("int", 10000, "ZooKeeper session timeout, ms", 1),
+    "allowStorageExpansion": _o("bool", False, "allow adding ledger dirs to an existing bookie"),
+    # Journal
+    "journalDirectories": _o("list", [], "journal directories (entries go to journal ledgerId mod n)"),
+    "journalDirectory": _o("str", "", "legacy single journal directory"),
+    "journalMaxSizeMB": _o("int", 2048, "roll a journal file at this size", 1),
+    "journalMaxBackups": _o("int", 5, "journal files older than LastLogMark kept", 0),
+    "journalPreAllocSizeMB": _o("int", 16, "journal preallocation step", 0),
+    "journalAlignmentSize": _o("int", 512, "each journal flush is padded to this", 512),
+    "journalMaxGroupWaitMSec": _o("float", 2.0, "longest wait to group adds into one fsync", 0),
+    "journalBufferedWritesThreshold": _o("int", 524288, "flush once this many bytes are queued", 1),
+    "journalBufferedEntriesThreshold": _o("int", 0, "flush once this many entries are queued (0 = off)", 0),
+    "journalFlushWhenQueueEmpty": _o("bool", False, "flush as soon as the journal queue is empty"),
+    "journalSyncData": _o("bool", True, "fsync each journal flush before acknowledging"),
+    "journalQueueSize": _o("int", 10000, "journal queue capacity, in requests", 1),
+    # Ledger storage
+    "ledgerDirectories": _o("list", [], "ledger (entry log) directories"),
+    "indexDirectories": _o("list", [], "index directories; default = ledgerDirectories"),
+    "entryLogSizeLimit": _o("int", 1073741824, "roll an entry log at this size (BK: logSizeLimit)", 4096),
+    "writeBufferSizeBytes": _o("int", 1048576, "entry log write buffer", 4096),
+    "flushInterval": _o("int", 10000, "sync thread checkpoint interval, ms", 1),
+    "pageSize": _o("int", 8192, "index page size in bytes (1024 entries)", 64),
+    "pageLimit": _o("int", -1, "index pages held in the ledger cache (-1 = 1/3 of 1 GiB of pages)"),
+    "openFileLimit": _o("int", 20000, "index files kept open", 1),
+    # Disks and read-only mode
+    "diskUsageThreshold": _o("float", 0.95, "a ledger dir above this usage is full"),
+    "diskUsageWarnThreshold": _o("float", 0.90, "warn above this usage"),
+    "diskUsageLwmThreshold": _o("float", -1.0, "writable again below this (default = diskUsageThreshold)"),
+    "diskCheckInterval": _o("int", 10000, "disk check interval, ms", 1),
+    "readOnlyModeEnabled": _o("bool", True, "go read-only (not down) when disks are full"),
+    "forceReadOnlyBookie": _o("bool", False, "start read-only"),
+    # Request limits
+    "maxPendingAddRequestsPerThread": _o("int", 10000, "queued adds before ETOOMANYREQUESTS", 1),
+    "nettyMaxFrameSizeBytes": _o("int", 5242880, "largest request", 1024),
+    # GC and compaction
+    "gcWaitTime": _o("int", 600000, "GC interval, ms"),
+    "minorCompactionThreshold": _o("float", 0.2, "minor compaction usage threshold"),
+    "minorCompactionInterval": _o("int", 3600, "minor compaction interval, s"),
+    "majorCompactionThreshold": _o("float", 0.8, "major compaction usage threshold"),
+    "majorCompactionInterval": _o("int", 86400, "major compaction interval, s"),
+    # AutoRecovery
+    "autoRecoveryDaemonEnabled": _o("bool", False, "run the auditor and replication worker in the bookie"),
+    "openLedgerRereplicationGracePeriod": _o("int", 30000, "ms before an open ledger is fenced for rereplication"),
+    "lostBookieRecoveryDelay": _o("int", 0, "seconds before a lost bookie's ledgers are re-replicated", 0),
+}
+
+ALIASES = {"logSizeLimit": "entryLogSizeLimit"}
+
+
+class ServerConfiguration(Mapping[str, Any]):
+    """Typed, validated configuration keyed by BookKeeper's names: ``conf["journalMaxSizeMB"]``."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None):
+        self._values: dict[str, Any] = {key: option.default for key, option in OPTIONS.items()}
+        self.unknown: dict[str, str] = {}
+        if values:
+            self.update(values)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> "ServerConfiguration":
+        conf = cls(read_properties(path))
+        if overrides:
+            conf.update(overrides)
+        return conf
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        for key, value in values.items():
+            self.set(key, value)
+
+    def set(self, key: str, value: Any) -> None:
+        key = ALIASES.get(key, key)
+        option = OPTIONS.get(key)
+        if option is None:
+            log.warning("unknown configuration key %s (kept, not used)", key)
+            self.unknown[key] = value
+            return
+        try:
+            parsed = option.parse(value) if isinstance(value, str) else _coerce(option, value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"{key}={value!r} is not valid: {exc} ({option.doc})") from None
+        if option.minimum is not None and parsed < option.minimum:
+            raise ConfigurationError(f"{key}={value!r} is not valid: must be at least {option.minimum} ({option.doc})")
+        self._values[key] = parsed
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[ALIASES.get(key, key)]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    # Derived values, named as BookKeeper's getters.
+    @property
+    def journal_dirs(self) -> list[str]:
+        dirs = self["journalDirectories"] or ([self["journalDirectory"]] if self["journalDirectory"] else [])
+        if not dirs:
+            raise ConfigurationError("journalDirectories is not set: give at least one journal directory")
+        return dirs
+
+    @property
+    def ledger_dirs(self) -> list[str]:
+        if not self["ledgerDirectories"]:
+            raise ConfigurationError("ledgerDirectories is not set: give at least one ledger directory")
+        return self["ledgerDirectories"]
+
+    @property
+    def index_dirs(self) -> list[str]:
+        return self["indexDirectories"] or self.ledger_dirs
+
+    @property
+    def disk_lwm_threshold(self) -> float:
+        lwm = self["diskUsageLwmThreshold"]
+        return self["diskUsageThreshold"] if lwm < 0 else lwm
+
+    @property
+    def bookie_id(self) -> str:
+        return self["bookieId"] or f"{self['advertisedAddress']}:{self['bookiePort']}"
+
+
+def _coerce(option: Option, value: Any) -> Any:
+    if isinstance(option.default, bool):
+        if not isinstance(value, bool):
+            raise ValueError("expected true or false")
+        return value
+    if isinstance(option.default, list):
+        if isinstance(value, (list, tuple)):
+            return [str(v) for v in value]
+        raise ValueError("expected a comma-separated list")
+    return type(option.default)(value)
+
+
+def read_properties(path: str | os.PathLike) -> dict[str, str]:
+    """Parse a Java-properties file: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
+    values: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        lines: Iterable[str] = f.read().splitlines()
+    pending = ""
+    for raw in lines:
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            raise ConfigurationError(f"{path}: line {raw!r} is not key=value")
+        values[line[:cut].strip()] = line[cut + 1:].strip()
+    return values

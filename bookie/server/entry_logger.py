@@ -1,0 +1,277 @@
+"""Entry logs: the entries of all ledgers, interleaved, in the order they arrive (DefaultEntryLogger).
+
+``<ledgerDir>/current/<hex logId>.log``: a 1024-byte header (``BKLO | int ver=1 | long ledgersMapOffset |
+int ledgersCount``), then records ``int32 size | entry``. An entry's *location* is
+``logId << 32 | offset`` (the offset just after its size int), which is what the index stores.
+
+Writes go to a buffer, written out when it fills (``writeBufferSizeBytes``) and fsynced by a
+checkpoint. The buffer holds the batches themselves (immutable bytes, as they came off the wire) and
+writes them with one ``pwritev``: no copy of an entry in Python. A log is rolled at ``entryLogSizeLimit``; a finished log (rolled, or closed at shutdown)
+ends with its *ledgers map* — which ledgers it holds and how many bytes each — and its header points
+at it, so GC and compaction need not scan it. The next log id is kept in ``current/lastId`` (hex).
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import struct
+import threading
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format as ef
+
+log = logging.getLogger(__name__)
+
+LOG_MAGIC = b"BKLO"
+LOG_HEADER_SIZE = 1024
+LOG_HEADER_VERSION = 1
+_HEADER = struct.Struct(">4siqi")
+# Ledgers map records are framed like entries, with ledger id -1 and a marker entry id.
+INVALID_LEDGER_ID = -1
+LEDGERS_MAP_ENTRY_ID = -2
+LEDGERS_MAP_SCOPED_ENTRY_ID = -3  # our addition: (scope, ledger, bytes) triples for 128-bit ids
+LEDGERS_MAP_MAX_BATCH = 10000
+MAX_LOG_SIZE = (1 << 32) - 1  # offsets are 32 bits in a location
+_IOV_MAX = 1024
+
+
+class EntryLogCorruptedError(Exception):
+    """An entry log record is not readable as a record (bad size, past the end of the file)."""
+
+
+def location(log_id: int, offset: int) -> int:
+    return (log_id << 32) | offset
+
+
+def log_path(ledger_dir: str, log_id: int) -> str:
+    return os.path.join(ledger_dir, "current", f"{log_id:x}.log")
+
+
+class EntryLogger:
+    """Appends framed batches to the current entry log and reads records back by location."""
+
+    def __init__(self, ledger_dirs: list[str], conf):
+        self.ledger_dirs = ledger_dirs
+        self.size_limit = min(conf["entryLogSizeLimit"], MAX_LOG_SIZE)
+        self.buffer_size = conf["writeBufferSizeBytes"]
+        self.max_record = conf["nettyMaxFrameSizeBytes"]
+        self._lock = threading.RLock()
+        self._paths: dict[int, str] = {}
+        for ledger_dir in ledger_dirs:
+            current = os.path.join(ledger_dir, "current")
+            os.makedirs(current, exist_ok=True)
+            for name in os.listdir(current):
+                if name.endswith(".log"):
+                    try:
+                        self._paths[int(name[:-4], 16)] = os.path.join(current, name)
+                    except ValueError:
+                        pass
+        self._read_fds: dict[int, int] = {}
+        self._ledgers_map: dict[LedgerId, int] = {}
+        self._chunks: list[bytes] = []  # unwritten batches of the current log, in order
+        self._chunk_starts: list[int] = []  # file offset of each chunk
+        self._buffered = 0
+        self.writable_dirs = list(ledger_dirs)
+        self._open_new_log(self._last_id() + 1)
+
+    # -- log files -------------------------------------------------------------------------------
+    def _last_id(self) -> int:
+        last = max(self._paths, default=-1)
+        for ledger_dir in self.ledger_dirs:
+            try:
+                with open(os.path.join(ledger_dir, "current", "lastId")) as f:
+                    last = max(last, int(f.read().strip() or "-1", 16))
+            except (FileNotFoundError, ValueError):
+                pass
+        return last
+
+    def _pick_dir(self) -> str:
+        candidates = self.writable_dirs or self.ledger_dirs
+        return max(candidates, key=lambda d: shutil.disk_usage(d).free)
+
+    def _open_new_log(self, log_id: int) -> None:
+        ledger_dir = self._pick_dir()
+        path = log_path(ledger_dir, log_id)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        header = _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, 0, 0).ljust(LOG_HEADER_SIZE, b"\0")
+        os.pwrite(self.fd, header, 0)
+        self.log_id = log_id
+        self._paths[log_id] = path
+        self._flushed = LOG_HEADER_SIZE  # bytes of the current log already written to the file
+        self._chunks, self._chunk_starts, self._buffered = [], [], 0
+        self._ledgers_map = {}
+        with open(os.path.join(ledger_dir, "current", "lastId"), "w") as f:
+            f.write(f"{log_id:x}")
+            f.flush()
+            os.fsync(f.fileno())
+
+    @property
+    def position(self) -> int:
+        return self._flushed + self._buffered
+
+    def log_ids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._paths)
+
+    # -- writing ---------------------------------------------------------------------------------
+    def add_framed(self, ledger: LedgerId, blob) -> int:
+        """Append a framed batch of ``ledger``'s entries; returns the location of the batch's first byte.
+
+        The entry framed at byte k of ``blob`` is then at location ``result + k + 4``.
+        """
+        with self._lock:
+            if self.position > LOG_HEADER_SIZE and self.position + len(blob) > self.size_limit:
+                self.roll()
+            position = self.position
+            if not isinstance(blob, bytes):
+                blob = bytes(blob)  # the buffer keeps a reference: it must not change under us
+            self._chunks.append(blob)
+            self._chunk_starts.append(position)
+            self._buffered += len(blob)
+            self._ledgers_map[ledger] = self._ledgers_map.get(ledger, 0) + len(blob)
+            if self._buffered >= self.buffer_size:
+                self._write_buffer()
+            return location(self.log_id, position)
+
+    def _write_buffer(self) -> None:
+        chunks, pos = self._chunks, self._flushed
+        for i in range(0, len(chunks), _IOV_MAX):
+            batch = [memoryview(c) for c in chunks[i: i + _IOV_MAX]]
+            while batch:
+                n = os.pwritev(self.fd, batch, pos)
+                pos += n
+                while batch and n >= len(batch[0]):  # drop what was written (short writes are rare)
+                    n -= len(batch[0])
+                    batch.pop(0)
+                if batch and n:
+                    batch[0] = batch[0][n:]
+        self._flushed = pos
+        self._chunks, self._chunk_starts, self._buffered = [], [], 0
+
+    def _read_buffered(self, offset: int, size: int) -> bytes:
+        """Bytes ``[offset, offset+size)`` of the unwritten chunks."""
+        i = bisect.bisect_right(self._chunk_starts, offset) - 1
+        parts, need = [], size
+        while need > 0 and i < len(self._chunks):
+            chunk = self._chunks[i]
+            rel = offset - self._chunk_starts[i]
+            piece = chunk[rel: rel + need]
+            parts.append(piece)
+            need -= len(piece)
+            offset += len(piece)
+            i += 1
+        return b"".join(parts)
+
+    def flush(self) -> None:
+        """Write out the buffer and fsync the current log (checkpoint, index eviction)."""
+        with self._lock:
+            self._write_buffer()
+            os.fsync(self.fd)
+
+    def roll(self) -> None:
+        """Finish the current log (buffer, ledgers map, header, fsync) and start the next one."""
+        with self._lock:
+            self._finish_current()
+            self._open_new_log(self.log_id + 1)
+            log.info("entry log rolled to %x.log", self.log_id)
+
+    def _finish_current(self) -> None:
+        self._write_buffer()
+        map_offset = self._flushed
+        count = len(self._ledgers_map)
+        self._chunks.append(encode_ledgers_map(self._ledgers_map))
+        self._chunk_starts.append(map_offset)
+        self._write_buffer()
+        os.pwrite(self.fd, _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, map_offset, count), 0)
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self.fd >= 0:
+                self._finish_current()
+            for fd in self._read_fds.values():
+                os.close(fd)
+            self._read_fds.clear()
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _pread(self, log_id: int, size: int, offset: int) -> bytes:
+        """Read bytes of a log, whether in the file or still in the write buffer."""
+        if log_id == self.log_id and offset + size > self._flushed:
+            if offset >= self._flushed:
+                return self._read_buffered(offset, size)
+            head = os.pread(self.fd, self._flushed - offset, offset)
+            return head + self._read_buffered(self._flushed, offset + size - self._flushed)
+        if log_id == self.log_id:
+            return os.pread(self.fd, size, offset)
+        fd = self._read_fds.get(log_id)
+        if fd is None:
+            path = self._paths.get(log_id)
+            if path is None:
+                raise EntryLogCorruptedError(f"entry log {log_id:x}.log does not exist")
+            fd = self._read_fds[log_id] = os.open(path, os.O_RDONLY)
+        return os.pread(fd, size, offset)
+
+    def read_record(self, loc: int) -> bytes:
+        """The entry stored at ``loc`` (without its size int)."""
+        log_id, offset = loc >> 32, loc & 0xFFFFFFFF
+        with self._lock:
+            size_bytes = self._pread(log_id, 4, offset - 4)
+            if len(size_bytes) != 4:
+                raise EntryLogCorruptedError(f"entry log {log_id:x}.log ends before offset {offset}")
+            (size,) = ef.FRAME.unpack(size_bytes)
+            if size < ef.V1_HEADER_LEN or size > self.max_record:
+                raise EntryLogCorruptedError(f"entry log {log_id:x}.log: record at offset {offset} has bad size {size}")
+            data = self._pread(log_id, size, offset)
+        if len(data) != size:
+            raise EntryLogCorruptedError(f"entry log {log_id:x}.log: record at offset {offset} is cut short")
+        return data
+
+    def read_span(self, log_id: int, first_offset: int, end_offset: int) -> bytes:
+        """Raw bytes ``[first_offset, end_offset)`` of a log: many records in one read."""
+        with self._lock:
+            return self._pread(log_id, end_offset - first_offset, first_offset)
+
+    def read_ledgers_map(self, log_id: int) -> dict[LedgerId, int] | None:
+        """The ledgers map of a finished log (None if the log was never finished: scan it instead)."""
+        with self._lock:
+            if log_id == self.log_id:
+                return None
+            header = self._pread(log_id, _HEADER.size, 0)
+            magic, _, map_offset, count = _HEADER.unpack(header)
+            if magic != LOG_MAGIC or map_offset == 0:
+                return None
+            end = os.fstat(self._read_fds[log_id]).st_size
+            return decode_ledgers_map(self._pread(log_id, end - map_offset, map_offset), count)
+
+
+def encode_ledgers_map(ledgers: dict[LedgerId, int]) -> bytes:
+    plain = [(lid.ledger_id, size) for lid, size in ledgers.items() if lid.scope_id == 0]
+    scoped = [(lid.scope_id, lid.ledger_id, size) for lid, size in ledgers.items() if lid.scope_id != 0]
+    parts = []
+    for rows, marker, fmt in ((plain, LEDGERS_MAP_ENTRY_ID, ">qq"), (scoped, LEDGERS_MAP_SCOPED_ENTRY_ID, ">qqq")):
+        for i in range(0, len(rows), LEDGERS_MAP_MAX_BATCH):
+            batch = rows[i: i + LEDGERS_MAP_MAX_BATCH]
+            body = struct.pack(">qqi", INVALID_LEDGER_ID, marker, len(batch)) + b"".join(struct.pack(fmt, *r) for r in batch)
+            parts += (ef.FRAME.pack(len(body)), body)
+    return b"".join(parts)
+
+
+def decode_ledgers_map(data: bytes, count: int) -> dict[LedgerId, int]:
+    result: dict[LedgerId, int] = {}
+    for record in ef.iter_frames(data):
+        lid, marker, n = struct.unpack_from(">qqi", record)
+        if lid != INVALID_LEDGER_ID or marker not in (LEDGERS_MAP_ENTRY_ID, LEDGERS_MAP_SCOPED_ENTRY_ID):
+            raise EntryLogCorruptedError("ledgers map record has a bad marker")
+        if marker == LEDGERS_MAP_ENTRY_ID:
+            for ledger_id, size in struct.iter_unpack(">qq", record[20: 20 + 16 * n]):
+                result[LedgerId(0, ledger_id)] = size
+        else:
+            for scope, ledger_id, size in struct.iter_unpack(">qqq", record[20: 20 + 24 * n]):
+                result[LedgerId(scope, ledger_id)] = size
+    if len(result) != count:
+        raise EntryLogCorruptedError(f"ledgers map lists {len(result)} ledgers, header says {count}")
+    return result

@@ -1,0 +1,178 @@
+"""Index files: per ledger, entry id -> entry log location (FileInfo + IndexPersistenceMgr).
+
+Scope 0 (reference §4.2): ``<indexDir>/current/<hex((id>>8)&0xff)>/<hex(id&0xff)>/<hex(id)>.idx``.
+Other scopes (seed 04, 4 levels), kept under ``scoped/`` so the scope-0 tree stays BookKeeper's:
+``<indexDir>/current/scoped/<scope hi32>/<scope lo32>/<id hi32>/<id lo32>.idx`` (8 hex digits each).
+
+File layout: a 1024-byte header ``int "BKLE" | int version=1 | int keyLen | masterKey | int stateBits
+(bit 0 = fenced) | int lacLen | explicitLac``, then 8 bytes per entry at ``1024 + entryId * 8``
+(big-endian location, 0 = absent).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from bookie.ledger_id import LedgerId
+
+log = logging.getLogger(__name__)
+
+INDEX_MAGIC = b"BKLE"
+INDEX_HEADER_SIZE = 1024
+INDEX_HEADER_VERSION = 1
+STATE_FENCED_BIT = 0x1
+LOCATION_DTYPE = np.dtype(">i8")
+
+
+class IndexCorruptedError(Exception):
+    """An index file's header is not a BKLE header."""
+
+
+@dataclass
+class IndexHeader:
+    master_key: bytes
+    fenced: bool = False
+    explicit_lac: bytes | None = None
+
+    def encode(self) -> bytes:
+        lac = self.explicit_lac or b""
+        body = b"".join((INDEX_MAGIC, struct.pack(">ii", INDEX_HEADER_VERSION, len(self.master_key)), self.master_key,
+                         struct.pack(">ii", STATE_FENCED_BIT if self.fenced else 0, len(lac)), lac))
+        if len(body) > INDEX_HEADER_SIZE:
+            raise ValueError("index header does not fit in 1024 bytes")
+        return body.ljust(INDEX_HEADER_SIZE, b"\0")
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> "IndexHeader":
+        if len(data) < 16 or data[:4] != INDEX_MAGIC:
+            raise IndexCorruptedError(f"{path}: missing BKLE index signature")
+        _, key_len = struct.unpack_from(">ii", data, 4)
+        key = data[12: 12 + key_len]
+        state, lac_len = struct.unpack_from(">ii", data, 12 + key_len)
+        start = 20 + key_len
+        lac = data[start: start + lac_len] if lac_len > 0 else None
+        return cls(key, bool(state & STATE_FENCED_BIT), lac)
+
+
+def index_path(index_dir: str, ledger: LedgerId) -> str:
+    scope, lid = ledger
+    current = os.path.join(index_dir, "current")
+    if scope == 0:
+        return os.path.join(current, f"{(lid >> 8) & 0xFF:x}", f"{lid & 0xFF:x}", f"{lid:x}.idx")
+    return os.path.join(current, "scoped", f"{scope >> 32:08x}", f"{scope & 0xFFFFFFFF:08x}", f"{lid >> 32:08x}",
+                        f"{lid & 0xFFFFFFFF:08x}.idx")
+
+
+class FileInfo:
+    """One ledger's index file."""
+
+    def __init__(self, path: str, fd: int):
+        self.path = path
+        self.fd = fd
+
+    def read_header(self) -> IndexHeader:
+        return IndexHeader.decode(os.pread(self.fd, INDEX_HEADER_SIZE, 0), self.path)
+
+    def write_header(self, header: IndexHeader) -> None:
+        os.pwrite(self.fd, header.encode(), 0)
+
+    def entry_slots(self) -> int:
+        return max(0, (os.fstat(self.fd).st_size - INDEX_HEADER_SIZE) // 8)
+
+    def read_slots(self, first: int, count: int) -> np.ndarray:
+        """Locations of entries ``first .. first+count-1`` (zeros past the end of the file)."""
+        data = os.pread(self.fd, count * 8, INDEX_HEADER_SIZE + first * 8)
+        out = np.zeros(count, dtype=np.int64)
+        n = len(data) // 8
+        out[:n] = np.frombuffer(data, dtype=LOCATION_DTYPE, count=n)
+        return out
+
+    def write_slots(self, first: int, locations: np.ndarray) -> None:
+        data = locations.astype(LOCATION_DTYPE).tobytes()
+        pos = INDEX_HEADER_SIZE + first * 8
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, pos)
+            pos += n
+            view = view[n:]
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+
+class IndexPersistenceMgr:
+    """Finds, creates, lists and deletes index files; keeps at most ``openFileLimit`` of them open."""
+
+    def __init__(self, index_dirs: list[str], open_file_limit: int):
+        self.index_dirs = index_dirs
+        self.open_file_limit = open_file_limit
+        self._open: OrderedDict[LedgerId, FileInfo] = OrderedDict()
+        self.writable_dirs = list(index_dirs)
+
+    def find(self, ledger: LedgerId) -> FileInfo | None:
+        info = self._open.get(ledger)
+        if info is not None:
+            self._open.move_to_end(ledger)
+            return info
+        for index_dir in self.index_dirs:
+            path = index_path(index_dir, ledger)
+            if os.path.exists(path):
+                return self._remember(ledger, FileInfo(path, os.open(path, os.O_RDWR)))
+        return None
+
+    def create(self, ledger: LedgerId, header: IndexHeader) -> FileInfo:
+        dirs = self.writable_dirs or self.index_dirs
+        index_dir = dirs[hash(ledger) % len(dirs)]
+        path = index_path(index_dir, ledger)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        info = FileInfo(path, os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        info.write_header(header)
+        return self._remember(ledger, info)
+
+    def _remember(self, ledger: LedgerId, info: FileInfo) -> FileInfo:
+        self._open[ledger] = info
+        while len(self._open) > self.open_file_limit:
+            _, old = self._open.popitem(last=False)
+            os.close(old.fd)
+        return info
+
+    def delete(self, ledger: LedgerId) -> None:
+        info = self._open.pop(ledger, None)
+        if info is not None:
+            os.close(info.fd)
+        for index_dir in self.index_dirs:
+            try:
+                os.unlink(index_path(index_dir, ledger))
+            except FileNotFoundError:
+                pass
+
+    def list_ledgers(self) -> list[LedgerId]:
+        """Every ledger with an index file, sorted."""
+        found = []
+        for index_dir in self.index_dirs:
+            current = os.path.join(index_dir, "current")
+            for root, _dirs, files in os.walk(current):
+                scoped = os.path.relpath(root, current).split(os.sep)[0] == "scoped"
+                for name in files:
+                    if not name.endswith(".idx"):
+                        continue
+                    try:
+                        if scoped:
+                            parts = os.path.relpath(os.path.join(root, name[:-4]), current).split(os.sep)[1:]
+                            scope = int(parts[0] + parts[1], 16)
+                            found.append(LedgerId(scope, int(parts[2] + parts[3], 16)))
+                        else:
+                            found.append(LedgerId(0, int(name[:-4], 16)))
+                    except (ValueError, IndexError):
+                        log.warning("ignoring %s: not an index file name", os.path.join(root, name))
+        return sorted(set(found))
+
+    def close(self) -> None:
+        for info in self._open.values():
+            os.close(info.fd)
+        self._open.clear()

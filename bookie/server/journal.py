@@ -1,0 +1,338 @@
+"""The journal: every change to a ledger is written and fsynced here before it is acknowledged.
+
+Files are ``<journalDir>/current/<hex id>.txn`` (reference §4.1): a 512-byte header (``BKLG``, version 6,
+zero padded), then records ``int32 len | payload``. A payload is an entry (exactly as the client sent
+it) or a metadata record (master key, fence, explicit LAC; negative entry ids).
+
+Group commit: a journal thread drains everything queued, writes it with ONE ``os.write`` and ONE
+``fdatasync``, then runs the callbacks. While one flush runs, new adds queue up and form the next
+group, bounded by ``journalMaxGroupWaitMSec``, ``journalBufferedWritesThreshold`` and
+``journalBufferedEntriesThreshold``.
+
+Each group ends with a padding record (``int32 -0x100 | int32 padLen | pad``) that aligns the file to
+``journalAlignmentSize``, as BookKeeper's V5+ journals do. Our pad starts with ``BKGC`` + CRC32C + the
+group's length, so replay can tell a torn group (never acknowledged: its fsync never returned) from
+a good one, and stops there instead of replaying garbage. BookKeeper's readers ignore pad contents.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import queue
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, NamedTuple
+
+import crc32c
+
+from bookie.proto import entry_format as ef
+from bookie.server.exceptions import JournalException
+
+log = logging.getLogger(__name__)
+
+JOURNAL_MAGIC = b"BKLG"
+JOURNAL_FORMAT_VERSION = 6
+HEADER_SIZE = 512  # V5+ header, zero padded
+PADDING_MASK = -0x100
+GROUP_CHECK_MAGIC = b"BKGC"
+_GROUP_CHECK = struct.Struct(">4sIQ")  # magic, crc32c of the group's records, their byte length
+_PAD_HEADER = struct.Struct(">ii")
+_MB = 1024 * 1024
+
+Callback = Callable[["Exception | None"], None]
+
+
+class LogMark(NamedTuple):
+    """A position in the journals: (journal file id, byte offset). Tuples compare in log order."""
+
+    log_id: int
+    offset: int
+
+
+def journal_current_dir(journal_dir: str) -> str:
+    return os.path.join(journal_dir, "current")
+
+
+def list_journal_ids(journal_dir: str) -> list[int]:
+    """Ids of the journal files in ``journal_dir``, oldest first."""
+    current = journal_current_dir(journal_dir)
+    if not os.path.isdir(current):
+        return []
+    ids = []
+    for name in os.listdir(current):
+        if name.endswith(".txn"):
+            try:
+                ids.append(int(name[:-4], 16))
+            except ValueError:
+                log.warning("ignoring %s in %s: not a journal file name", name, current)
+    return sorted(ids)
+
+
+def journal_path(journal_dir: str, log_id: int) -> str:
+    return os.path.join(journal_current_dir(journal_dir), f"{log_id:x}.txn")
+
+
+def padding_record(position: int, group_crc: int, group_len: int, alignment: int) -> bytes:
+    """The record that ends a group at file offset ``position`` and aligns what follows."""
+    minimum = _GROUP_CHECK.size
+    pad_len = (-(position + _PAD_HEADER.size + minimum)) % alignment + minimum
+    return b"".join((_PAD_HEADER.pack(PADDING_MASK, pad_len), _GROUP_CHECK.pack(GROUP_CHECK_MAGIC, group_crc, group_len),
+                     bytes(pad_len - minimum)))
+
+
+@dataclass
+class _Request:
+    data: bytes
+    callback: Callback | None
+    entries: int
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+class JournalChannel:
+    """One journal file open for appending, preallocated in ``journalPreAllocSizeMB`` steps."""
+
+    def __init__(self, journal_dir: str, log_id: int, prealloc_bytes: int):
+        self.log_id = log_id
+        self.path = journal_path(journal_dir, log_id)
+        self._prealloc = prealloc_bytes
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        header = JOURNAL_MAGIC + struct.pack(">i", JOURNAL_FORMAT_VERSION)
+        self._allocated = 0
+        self.position = 0
+        self.write(header.ljust(HEADER_SIZE, b"\0"))
+        os.fsync(self.fd)
+        _fsync_dir(os.path.dirname(self.path))
+
+    def write(self, data: bytes) -> None:
+        end = self.position + len(data)
+        if self._prealloc and end > self._allocated:
+            # Zeroed, preallocated space: a fdatasync then rarely has to persist a new file size,
+            # and a zero length reads as "end of journal" on replay.
+            self._allocated = end + self._prealloc - end % self._prealloc
+            os.posix_fallocate(self.fd, 0, self._allocated)
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self.fd, view, self.position)
+            self.position += written
+            view = view[written:]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class Journal:
+    """One journal directory and its group-commit thread."""
+
+    def __init__(self, journal_dir: str, conf, index: int = 0):
+        self.journal_dir = journal_dir
+        self.index = index
+        self.max_size = conf["journalMaxSizeMB"] * _MB
+        self.max_backups = conf["journalMaxBackups"]
+        self.prealloc = conf["journalPreAllocSizeMB"] * _MB
+        self.alignment = conf["journalAlignmentSize"]
+        self.max_group_wait = conf["journalMaxGroupWaitMSec"] / 1000.0
+        self.bytes_threshold = conf["journalBufferedWritesThreshold"]
+        self.entries_threshold = conf["journalBufferedEntriesThreshold"]
+        self.flush_when_queue_empty = conf["journalFlushWhenQueueEmpty"]
+        self.sync_data = conf["journalSyncData"]
+        self._queue: queue.Queue[_Request | None] = queue.Queue(conf["journalQueueSize"])
+        self._channel: JournalChannel | None = None
+        self._thread: threading.Thread | None = None
+        self._failure: Exception | None = None
+        self.last_log_mark = LogMark(0, 0)  # everything before it is written and fsynced
+        os.makedirs(journal_current_dir(journal_dir), exist_ok=True)
+
+    # -- writing ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open a new journal file (after replay) and start the journal thread."""
+        existing = list_journal_ids(self.journal_dir)
+        log_id = max(int(time.time() * 1000), (existing[-1] + 1) if existing else 0)
+        self._channel = JournalChannel(self.journal_dir, log_id, self.prealloc)
+        self.last_log_mark = LogMark(log_id, self._channel.position)
+        self._thread = threading.Thread(target=self._run, name=f"BookieJournal-{self.index}", daemon=True)
+        self._thread.start()
+
+    def log(self, data: bytes, callback: Callback | None, entries: int = 1) -> None:
+        """Queue framed records; ``callback(None)`` runs once they are fsynced (or ``callback(error)``)."""
+        if self._failure is not None:
+            raise JournalException(f"journal {self.journal_dir} failed earlier: {self._failure}")
+        self._queue.put(_Request(data, callback, entries))
+
+    def _run(self) -> None:
+        q = self._queue
+        while True:
+            first = q.get()
+            if first is None:
+                return
+            group = [first]
+            nbytes, nentries, stop = len(first.data), first.entries, False
+            deadline = first.enqueued + self.max_group_wait
+            while nbytes < self.bytes_threshold and not (self.entries_threshold and nentries >= self.entries_threshold):
+                try:
+                    request = q.get_nowait()
+                except queue.Empty:
+                    wait = deadline - time.monotonic()
+                    if self.flush_when_queue_empty or wait <= 0:
+                        break
+                    try:
+                        request = q.get(timeout=wait)
+                    except queue.Empty:
+                        break
+                if request is None:
+                    stop = True
+                    break
+                group.append(request)
+                nbytes += len(request.data)
+                nentries += request.entries
+            self._flush(group, nbytes)
+            if stop:
+                return
+
+    def _flush(self, group: list[_Request], nbytes: int) -> None:
+        error: Exception | None = None
+        try:
+            channel = self._channel
+            if channel.position > HEADER_SIZE and channel.position + nbytes + self.alignment > self.max_size:
+                channel = self._roll()
+            crc = 0
+            for request in group:
+                crc = crc32c.crc32c(request.data, crc)
+            pad = padding_record(channel.position + nbytes, crc, nbytes, self.alignment)
+            channel.write(b"".join([r.data for r in group] + [pad]))
+            if self.sync_data:
+                os.fdatasync(channel.fd)
+            self.last_log_mark = LogMark(channel.log_id, channel.position)
+        except OSError as exc:
+            error = self._failure = JournalException(f"journal write to {self.journal_dir} failed: {exc}")
+            log.error("%s", error)
+        for request in group:
+            if request.callback is not None:
+                try:
+                    request.callback(error)
+                except Exception:  # a failing callback must not stop the journal
+                    log.exception("journal callback failed")
+
+    def _roll(self) -> JournalChannel:
+        old = self._channel
+        old.close()
+        self._channel = JournalChannel(self.journal_dir, old.log_id + 1, self.prealloc)
+        log.info("journal rolled: %x.txn -> %x.txn", old.log_id, self._channel.log_id)
+        return self._channel
+
+    def shutdown(self) -> None:
+        """Flush what is queued, then stop the thread."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    # -- after a checkpoint ------------------------------------------------------------------------
+    def gc_journals(self, mark: LogMark) -> list[int]:
+        """Delete journal files older than ``mark`` beyond the newest ``journalMaxBackups`` of them."""
+        older = [i for i in list_journal_ids(self.journal_dir) if i < mark.log_id]
+        doomed = older[: max(0, len(older) - self.max_backups)]
+        for log_id in doomed:
+            os.unlink(journal_path(self.journal_dir, log_id))
+            log.info("deleted journal %x.txn (LastLogMark is %x:%d)", log_id, mark.log_id, mark.offset)
+        return doomed
+
+
+# -- reading ------------------------------------------------------------------------------------
+@dataclass
+class ScanResult:
+    end: LogMark  # position just after the last good group
+    groups: int = 0
+    records: int = 0
+    torn: str | None = None  # why the scan stopped early, if it did
+
+
+def scan_journal(journal_dir: str, log_id: int, start: int, on_group: Callable[[memoryview], None],
+                 check_groups: bool = True) -> ScanResult:
+    """Feed every complete, verified group of records from ``start`` on to ``on_group``.
+
+    A group is handed over as one memoryview of framed records (padding excluded). Scanning stops at
+    the end of the journal (a zero length), or at the first torn or corrupt group, which is reported
+    in ``ScanResult.torn`` and never handed over: it was not fsynced, so nothing in it was acknowledged.
+    """
+    path = journal_path(journal_dir, log_id)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 8:
+            return ScanResult(LogMark(log_id, start), torn=f"{path}: {size}-byte file has no journal header")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            try:
+                return _scan(view, path, log_id, start, on_group, check_groups)
+            finally:
+                view.release()
+
+
+def _scan(view: memoryview, path: str, log_id: int, start: int, on_group, check_groups: bool) -> ScanResult:
+    size = len(view)
+    if bytes(view[:4]) != JOURNAL_MAGIC:
+        return ScanResult(LogMark(log_id, start), torn=f"{path}: no BKLG magic")
+    (version,) = struct.unpack_from(">i", view, 4)
+    header_size = HEADER_SIZE if version >= 5 else 8
+    pos = max(start, header_size)
+    result = ScanResult(LogMark(log_id, pos))
+    group_start = pos
+    count = 0
+    while pos + 4 <= size:
+        (length,) = ef.FRAME.unpack_from(view, pos)
+        if length == 0:
+            break
+        if length == PADDING_MASK:
+            if pos + 8 > size:
+                result.torn = f"{path}: padding record cut short at byte {pos}"
+                break
+            (pad_len,) = struct.unpack_from(">i", view, pos + 4)
+            end = pos + 8 + pad_len
+            if pad_len < 0 or end > size:
+                result.torn = f"{path}: padding of {pad_len} bytes at byte {pos} runs past the file end"
+                break
+            records = view[group_start:pos]
+            if check_groups and pad_len >= _GROUP_CHECK.size and bytes(view[pos + 8: pos + 12]) == GROUP_CHECK_MAGIC:
+                _, crc, glen = _GROUP_CHECK.unpack_from(view, pos + 8)
+                if glen != len(records) or crc32c.crc32c(records) != crc:
+                    result.torn = f"{path}: group at bytes {group_start}..{pos} fails its checksum"
+                    break
+            if count:
+                on_group(records)
+                result.groups += 1
+                result.records += count
+            pos = group_start = end
+            count = 0
+            result.end = LogMark(log_id, pos)
+            continue
+        if length < 0 or pos + 4 + length > size:
+            result.torn = f"{path}: record of length {length} at byte {pos} runs past the file end"
+            break
+        pos += 4 + length
+        count += 1
+    if count and result.torn is None:
+        if check_groups:
+            result.torn = f"{path}: {count} records at bytes {group_start}..{pos} have no group end"
+        else:
+            on_group(view[group_start:pos])
+            result.records += count
+            result.end = LogMark(log_id, pos)
+    return result
+
+
+def iter_records(group: memoryview) -> Iterator[memoryview]:
+    """The records (payloads) of a group handed over by ``scan_journal``."""
+    return ef.iter_frames(group)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,247 @@
+"""Interleaved ledger storage: entry logs + ledger cache + per-ledger state (InterleavedLedgerStorage).
+
+Per ledger the bookie keeps its master key (the first key wins), the fenced flag, the explicit LAC
+blob, the highest LAC seen piggybacked on entries, and the highest entry id it stores. Master key,
+fence and explicit LAC live in the index file header once checkpointed; before that the journal
+holds them (see bookie.server.bookie).
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format as ef
+from bookie.server.entry_logger import EntryLogCorruptedError, EntryLogger
+from bookie.server.exceptions import (EntryCorruptedException, NoEntryException, NoLedgerException,
+                                      UnauthorizedAccessException)
+from bookie.server.index import IndexHeader, IndexPersistenceMgr
+from bookie.server.ledger_cache import LedgerCache
+
+log = logging.getLogger(__name__)
+
+_OFFSET_MASK = 0xFFFFFFFF
+MAX_READ_GAP = 1 << 20  # records further apart than this in a log are read separately
+
+
+@dataclass
+class LedgerState:
+    master_key: bytes
+    fenced: bool = False
+    explicit_lac: bytes | None = None
+    lac: int = -1  # highest LAC piggybacked on an entry this bookie stores
+    last_entry_id: int = -1  # highest entry id stored here
+    header_dirty: bool = True
+
+    def header(self) -> IndexHeader:
+        return IndexHeader(self.master_key, self.fenced, self.explicit_lac)
+
+
+class InterleavedLedgerStorage:
+    def __init__(self, conf, ledger_dirs: list[str], index_dirs: list[str]):
+        self.lock = threading.RLock()
+        self.entry_logger = EntryLogger(ledger_dirs, conf)
+        self.index = IndexPersistenceMgr(index_dirs, conf["openFileLimit"])
+        self.cache = LedgerCache(self.index, conf["pageSize"], conf["pageLimit"],
+                                 before_write=self.entry_logger.flush, header_for=self._header_for)
+        self._ledgers: dict[LedgerId, LedgerState] = {}
+
+    def _header_for(self, ledger: LedgerId) -> IndexHeader:
+        return self._ledgers[ledger].header()
+
+    # -- ledger state ------------------------------------------------------------------------------
+    def state(self, ledger: LedgerId) -> LedgerState | None:
+        """The ledger's state, loaded from its index file if it is not in memory (None if unknown)."""
+        with self.lock:
+            state = self._ledgers.get(ledger)
+            if state is None:
+                info = self.index.find(ledger)
+                if info is None:
+                    return None
+                header = info.read_header()
+                state = LedgerState(header.master_key, header.fenced, header.explicit_lac, header_dirty=False)
+                state.last_entry_id = self.cache.last_entry_on_disk(ledger)
+                self._ledgers[ledger] = state
+                if state.last_entry_id >= 0:
+                    state.lac = self._lac_of(ledger, state.last_entry_id)
+            return state
+
+    def _lac_of(self, ledger: LedgerId, entry_id: int) -> int:
+        try:
+            return ef.peek_ids(self.read_entry(ledger, entry_id), 0)[3]
+        except (NoEntryException, EntryCorruptedException) as exc:
+            log.warning("ledger %s: cannot read entry %d for its LAC: %s", ledger, entry_id, exc)
+            return -1
+
+    def get_or_create(self, ledger: LedgerId, master_key: bytes) -> tuple[LedgerState, bool]:
+        """The ledger's state, created with ``master_key`` if new; another key -> EUA."""
+        with self.lock:
+            state = self.state(ledger)
+            if state is None:
+                state = self._ledgers[ledger] = LedgerState(master_key)
+                return state, True
+            if state.master_key != master_key:
+                raise UnauthorizedAccessException(f"ledger {ledger}: master key does not match the ledger's key")
+            return state, False
+
+    def require(self, ledger: LedgerId) -> LedgerState:
+        state = self.state(ledger)
+        if state is None:
+            raise NoLedgerException(f"ledger {ledger} is not stored on this bookie")
+        return state
+
+    def ledgers(self) -> list[LedgerId]:
+        with self.lock:
+            return sorted(set(self._ledgers) | set(self.index.list_ledgers()))
+
+    def set_fenced(self, ledger: LedgerId) -> None:
+        with self.lock:
+            state = self.require(ledger)
+            state.fenced = True
+            state.header_dirty = True
+
+    def set_explicit_lac(self, ledger: LedgerId, lac_blob: bytes) -> None:
+        with self.lock:
+            state = self.require(ledger)
+            state.explicit_lac = bytes(lac_blob)
+            state.header_dirty = True
+
+    # -- entries -----------------------------------------------------------------------------------
+    def add_framed(self, ledger: LedgerId, state: LedgerState, blob, entry_ids: np.ndarray,
+                   frame_offsets: np.ndarray, max_lac: int) -> None:
+        """Store a framed batch of ``ledger``'s entries (ids and frame offsets already parsed)."""
+        with self.lock:
+            start = self.entry_logger.add_framed(ledger, blob)
+            self.cache.put(ledger, entry_ids, frame_offsets + (start + ef.FRAME_LEN))
+            last = int(entry_ids.max())
+            if last > state.last_entry_id:
+                state.last_entry_id = last
+            if max_lac > state.lac:
+                state.lac = max_lac
+
+    def read_entry(self, ledger: LedgerId, entry_id: int) -> bytes:
+        """The entry as stored; NoEntry if absent, EntryCorrupted if what is stored is not that entry."""
+        with self.lock:
+            state = self.require(ledger)
+            if entry_id == ef.INVALID_ENTRY_ID:  # entry -1: the last entry this bookie has
+                entry_id = state.last_entry_id
+                if entry_id < 0:
+                    raise NoEntryException(f"ledger {ledger} has no entries on this bookie")
+            if entry_id < 0:
+                raise NoEntryException(f"ledger {ledger}: entry {entry_id} is not an entry id")
+            loc = self.cache.get(ledger, entry_id)
+            if loc == 0:
+                raise NoEntryException(f"ledger {ledger}: entry {entry_id} is not stored on this bookie")
+            try:
+                data = self.entry_logger.read_record(loc)
+            except (EntryLogCorruptedError, OSError) as exc:
+                raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: {exc}") from None
+        _check_ids(data, 0, ledger, entry_id, loc)
+        return data
+
+    def read_framed(self, ledger: LedgerId, first: int, last: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """Framed entries this bookie stores in ``[first, last]``, in id order, up to about ``max_bytes``.
+
+        Returns (blob, number of entries, last entry id covered): ids in the covered range that are not
+        in the blob are not stored here (striping leaves gaps by design).
+        """
+        with self.lock:
+            state = self.require(ledger)
+            last = min(last, state.last_entry_id)
+            if first > last:
+                return b"", 0, last
+            locs = self.cache.get_range(ledger, first, last)
+        present = np.flatnonzero(locs)
+        if not len(present):
+            return b"", 0, last
+        loc_present = locs[present]
+        log_ids = loc_present >> 32
+        offsets = loc_present & _OFFSET_MASK
+        gaps = np.diff(offsets)
+        breaks = np.flatnonzero((np.diff(log_ids) != 0) | (gaps <= 0) | (gaps > MAX_READ_GAP)) + 1
+        parts: list = []
+        total = count = 0
+        covered = last
+        for run in np.split(np.arange(len(present)), breaks):
+            ids = (present[run] + first).tolist()
+            run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids, offsets[run].tolist(),
+                                                  max_bytes - total)
+            parts += run_parts
+            count += n
+            total += nbytes
+            if n < len(ids) or total >= max_bytes:
+                covered = ids[n - 1]
+                break
+        return b"".join(parts), count, covered
+
+    def _read_run(self, ledger: LedgerId, log_id: int, ids: list[int], offs: list[int], budget: int):
+        """Read the records at ``offs`` of one log in one read; returns (framed parts, entries, bytes).
+
+        Stops after the entry that reaches ``budget`` bytes (always at least one entry).
+        """
+        try:
+            span = self.entry_logger.read_span(log_id, offs[0] - ef.FRAME_LEN, offs[-1] - ef.FRAME_LEN)
+            last_record = self.entry_logger.read_record((log_id << 32) | offs[-1])
+        except (EntryLogCorruptedError, OSError) as exc:
+            raise EntryCorruptedException(f"ledger {ledger} entries {ids[0]}..{ids[-1]}: {exc}") from None
+        base = offs[0] - ef.FRAME_LEN
+        view = memoryview(span)
+        contiguous = True
+        parts = []
+        used = 0
+        for i in range(len(ids) - 1):
+            eid, rel = ids[i], offs[i] - base
+            (size,) = ef.FRAME.unpack_from(view, rel - ef.FRAME_LEN)
+            if size < ef.V1_HEADER_LEN or rel + size > len(view):
+                raise EntryCorruptedException(
+                    f"ledger {ledger} entry {eid}: record in entry log {log_id:x}.log has bad size {size}")
+            _check_ids(view, rel, ledger, eid, (log_id << 32) | offs[i])
+            contiguous = contiguous and offs[i] + size + ef.FRAME_LEN == offs[i + 1]
+            parts.append(view[rel - ef.FRAME_LEN: rel + size])
+            used += size + ef.FRAME_LEN
+            if used >= budget:
+                return parts, i + 1, used
+        _check_ids(last_record, 0, ledger, ids[-1], (log_id << 32) | offs[-1])
+        tail = ef.FRAME.pack(len(last_record)) + last_record
+        used += len(tail)
+        if contiguous and len(ids) > 1:
+            return [span, tail], len(ids), used  # already framed back to back: no per-entry copies
+        return parts + [tail], len(ids), used
+
+    # -- checkpoint --------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Entry logs fsynced, then index pages and dirty ledger headers written and fsynced."""
+        with self.lock:
+            headers = {lid: s.header() for lid, s in self._ledgers.items() if s.header_dirty}
+            self.entry_logger.flush()
+            self.cache.flush(headers)
+            for lid in headers:
+                self._ledgers[lid].header_dirty = False
+
+    def delete_ledger(self, ledger: LedgerId) -> None:
+        with self.lock:
+            self._ledgers.pop(ledger, None)
+            self.cache.drop(ledger)
+            self.index.delete(ledger)
+
+    def shutdown(self) -> None:
+        with self.lock:
+            self.flush()
+            self.entry_logger.shutdown()
+            self.index.close()
+
+
+def _check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:
+    try:
+        scope, lid, eid, _ = ef.peek_ids(buf, offset)
+    except (IndexError, struct.error) as exc:  # a record too short for a header
+        raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: unreadable header ({exc})") from None
+    if (scope, lid) != ledger or eid != entry_id:
+        raise EntryCorruptedException(
+            f"ledger {ledger} entry {entry_id}: location {loc >> 32:x}:{loc & _OFFSET_MASK} holds ledger "
+            f"{LedgerId(scope, lid)} entry {eid} (corrupt entry log or index)")
+

@@ -1,0 +1,1 @@
+"""Scheduled Spark jobs (audits)."""

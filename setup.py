@@ -1,0 +1,30 @@
+"""spark-bookkeeper: Apache BookKeeper rebuilt in Python, with a PySpark connector."""
+from setuptools import find_packages, setup
+
+setup(
+    name="spark-bookkeeper",
+    version="0.1.0",
+    description="Apache BookKeeper in Python (bookies, client, ZooKeeper metadata) with a PySpark data source",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["spark_bookkeeper*", "bookie*", "jobs*"]),
+    install_requires=[
+        "pyspark>=4.3,<4.4",
+        "pyarrow>=17,<30",
+        "numpy>=1.26,<3",
+        "kazoo>=2.10,<3",
+        "grpcio>=1.66,<2",
+        "protobuf>=5.28,<8",
+        "crc32c>=2.4,<3",  # C CRC32C (SSE4.2 when the CPU has it)
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8,<10",
+            "pytest-timeout>=2.2,<3",
+            "chispa>=0.10,<1",
+            "grpcio-tools>=1.66,<2",
+        ],
+    },
+    entry_points={"console_scripts": ["bk=bookie.cli.main:main"]},
+)

@@ -1,0 +1,1 @@
+"""Spark data source for BookKeeper ledgers."""

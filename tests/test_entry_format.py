@@ -1,0 +1,96 @@
+"""Entry formats (v1 and BP-35 v2), every digest type, LAC blobs, 128-bit ids."""
+from __future__ import annotations
+
+import hashlib
+import uuid
+import zlib
+
+import crc32c
+import pytest
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format as ef
+from bookie.proto.checksum import MAC_LENGTH, DigestManager, DigestMatchError, DigestType, generate_master_key
+
+LEDGERS = [LedgerId(0, 12345), LedgerId(0xABCD, (1 << 62) + 7)]
+
+
+@pytest.mark.parametrize("digest_type", list(DigestType))
+@pytest.mark.parametrize("ledger", LEDGERS, ids=["v1", "v2"])
+def test_round_trip_and_flipped_byte(ledger, digest_type):
+    dm = DigestManager(ledger, b"secret", digest_type)
+    entry = dm.build_entry(3, 2, 100, b"payload bytes")
+    header_len = ef.V1_HEADER_LEN if ledger.scope_id == 0 else ef.V2_HEADER_LEN
+    assert len(entry) == header_len + MAC_LENGTH[digest_type] + len(b"payload bytes")
+    assert (entry[0] >= 0x80) == (ledger.scope_id != 0)  # the first byte tells the formats apart
+    header, payload = dm.verify(entry, 3)
+    assert (header.ledger, header.entry_id, header.last_add_confirmed, header.length) == (ledger, 3, 2, 100)
+    assert payload.tobytes() == b"payload bytes"
+    if digest_type is DigestType.DUMMY:
+        return  # no digest: nothing detects a payload flip
+    for position in (header_len - 1, header_len + 1, len(entry) - 1):  # header, digest, payload
+        damaged = bytearray(entry)
+        damaged[position] ^= 0x01
+        with pytest.raises(DigestMatchError):
+            dm.verify(bytes(damaged), 3)
+
+
+def test_digest_values_are_bookkeepers():
+    ledger = LedgerId(0, 1)
+    header = ef.V1_HEADER.pack(1, 0, -1, 5)
+    crc_c = DigestManager(ledger, b"", DigestType.CRC32C).build_entry(0, -1, 5, b"hello")
+    assert crc_c[32:36] == crc32c.crc32c(header + b"hello").to_bytes(4, "big")
+    crc = DigestManager(ledger, b"", DigestType.CRC32).build_entry(0, -1, 5, b"hello")
+    assert crc[32:40] == zlib.crc32(header + b"hello").to_bytes(8, "big")
+    assert generate_master_key(b"pw") == hashlib.sha1(b"ledgerpw").digest()
+    assert generate_master_key(b"") == hashlib.sha1(b"ledger").digest()
+    assert DigestType.parse("hmac") is DigestType.MAC and DigestType.parse("crc32c") is DigestType.CRC32C
+    with pytest.raises(ValueError, match="allowed: crc32, mac, crc32c, dummy"):
+        DigestType.parse("md5")
+
+
+def test_wrong_ledger_entry_or_password_is_refused():
+    dm = DigestManager(LEDGERS[0], b"secret", DigestType.MAC)
+    entry = dm.build_entry(4, 3, 10, b"x")
+    with pytest.raises(DigestMatchError, match="expected entry 5"):
+        dm.verify(entry, 5)
+    with pytest.raises(DigestMatchError, match="expected ledger"):
+        DigestManager(LedgerId(0, 1), b"secret", DigestType.MAC).verify(entry)
+    with pytest.raises(DigestMatchError, match="digest mismatch"):
+        DigestManager(LEDGERS[0], b"other", DigestType.MAC).verify(entry)
+
+
+@pytest.mark.parametrize("ledger", LEDGERS, ids=["v1", "v2"])
+def test_lac_blob(ledger):
+    dm = DigestManager(ledger, b"pw")
+    blob = dm.build_lac(41)
+    assert dm.verify_lac(blob) == 41
+    with pytest.raises(DigestMatchError):
+        dm.verify_lac(blob[:-1] + bytes([blob[-1] ^ 1]))
+
+
+def test_framed_batch_scan():
+    ledger = LEDGERS[1]
+    blob, length = DigestManager(ledger, b"pw").build_framed(10, 9, 0, [b"a", b"bb", b"ccc"])
+    ids, offsets, max_lac = ef.scan_batch(blob, ledger, 1 << 20)
+    assert ids == [10, 11, 12] and max_lac == 9 and length == 6 and offsets[0] == 0
+    with pytest.raises(ValueError, match="belongs to ledger"):
+        ef.scan_batch(blob, LedgerId(0, 1), 1 << 20)
+    with pytest.raises(ValueError, match="cut short|size"):
+        ef.scan_batch(blob[:-1], ledger, 1 << 20)
+    with pytest.raises(ValueError, match="allowed"):
+        ef.scan_batch(blob, ledger, 40)
+
+
+def test_128_bit_ids():
+    lid = LedgerId.of(0x10, scope_id=0xFF)
+    assert lid.qualified_name == "00000000000000ff0000000000000010"
+    assert LedgerId.from_qualified_name(lid.qualified_name) == lid
+    u = uuid.UUID("12345678-9abc-def0-1234-56789abcdef0")
+    split = LedgerId.from_uuid(u)
+    assert split == LedgerId(0x123456789ABCDEF0, 0x123456789ABCDEF0)
+    for bad in ("xyz", "00" * 15):
+        with pytest.raises(ValueError, match="32 hex digits"):
+            LedgerId.from_qualified_name(bad)
+    with pytest.raises(ValueError, match="2\\^63-1"):
+        LedgerId.of(-1)

@@ -1,0 +1,120 @@
+"""Entry logs (roll, ledgers map, corruption) and the index behind a tiny ledger cache."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format as ef, status
+from bookie.proto.checksum import DigestManager, DigestMatchError, generate_master_key
+from bookie.server.entry_logger import LOG_HEADER_SIZE, log_path
+from bookie.server.exceptions import EntryCorruptedException
+from bookie.server.index import index_path
+
+PASSWORD = b"pw"
+KEY = generate_master_key(PASSWORD)
+
+
+def write(bookie, ledger: LedgerId, first: int, count: int, size: int = 200) -> list[bytes]:
+    digest = DigestManager(ledger, PASSWORD)
+    payloads = [os.urandom(size) for _ in range(count)]
+    bookie.add_entries(ledger, KEY, digest.build_framed(first, first - 1, 0, payloads)[0]).result(10)
+    return payloads
+
+
+def test_entry_logs_roll_and_record_their_ledgers(make_bookie):
+    bookie = make_bookie(entryLogSizeLimit=8 * 1024)
+    a, b = LedgerId(0, 1), LedgerId(9, 2)
+    for i in range(30):
+        write(bookie, a, i * 4, 4)
+        write(bookie, b, i * 2, 2)
+    logger = bookie.storage.entry_logger
+    finished = logger.log_ids()[:-1]
+    assert len(finished) >= 4
+    total = {a: 0, b: 0}
+    for log_id in finished:
+        ledgers = logger.read_ledgers_map(log_id)
+        assert ledgers and set(ledgers) <= {a, b}
+        for ledger, nbytes in ledgers.items():
+            total[ledger] += nbytes
+    assert logger.read_ledgers_map(logger.log_id) is None  # the current log is not finished yet
+    # Bytes per ledger add up to what was written to the finished logs (frames of 4 + 36-byte headers).
+    assert total[a] > 0 and total[b] > 0 and total[a] > total[b]
+
+
+def test_index_flushes_when_the_ledger_cache_is_full(make_bookie, tmp_path):
+    bookie = make_bookie(pageSize=64, pageLimit=3)  # 8 entries per page, 3 pages in memory
+    ledgers = [LedgerId(0, n) for n in range(1, 5)]
+    written = {lid: write(bookie, lid, 0, 40, size=20) for lid in ledgers}
+    cache = bookie.storage.cache
+    assert cache.pages_written > 0, "a full cache must write pages before any checkpoint"
+    assert all(os.path.exists(index_path(bookie.ledger_dirs[0], lid)) for lid in ledgers)
+    for lid, payloads in written.items():  # reads page index data back in from the files
+        digest = DigestManager(lid, PASSWORD)
+        for eid in (0, 17, 39):
+            assert digest.verify(bookie.read_entry(lid, eid), eid)[1].tobytes() == payloads[eid]
+    bookie.shutdown()
+    again = make_bookie(pageSize=64, pageLimit=3)
+    for lid, payloads in written.items():
+        blob, count, _ = again.read_entries(lid, 0, 39)
+        digest = DigestManager(lid, PASSWORD)
+        assert [digest.verify(f)[1].tobytes() for f in ef.iter_frames(blob)] == payloads
+
+
+def _location(bookie, ledger: LedgerId, entry_id: int) -> tuple[str, int]:
+    loc = bookie.storage.cache.get(ledger, entry_id)
+    return log_path(bookie.ledger_dirs[0], loc >> 32), loc & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("where", ["size", "ledger-id", "entry-id"])
+def test_corrupt_entry_log_record_is_reported_as_corrupt_not_missing(make_bookie, where):
+    bookie = make_bookie()
+    ledger = LedgerId(0, 7)
+    write(bookie, ledger, 0, 10)
+    bookie.checkpoint()
+    path, offset = _location(bookie, ledger, 4)
+    bookie.shutdown()
+    at = {"size": offset - 4, "ledger-id": offset + 3, "entry-id": offset + 15}[where]
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x40]))
+    bookie = make_bookie()
+    with pytest.raises(EntryCorruptedException) as err:
+        bookie.read_entry(ledger, 4)
+    assert err.value.status == status.EIO
+    with pytest.raises(EntryCorruptedException):
+        bookie.read_entries(ledger, 0, 9)
+    assert bookie.read_entry(ledger, 5)  # neighbours still read
+
+
+def test_flipped_payload_byte_is_caught_by_the_digest(make_bookie):
+    bookie = make_bookie()
+    ledger = LedgerId(0, 8)
+    write(bookie, ledger, 0, 3)
+    bookie.checkpoint()
+    path, offset = _location(bookie, ledger, 1)
+    with open(path, "r+b") as f:
+        f.seek(offset + 32 + 4 + 50)
+        byte = f.read(1)
+        f.seek(offset + 32 + 4 + 50)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(DigestMatchError):
+        DigestManager(ledger, PASSWORD).verify(bookie.read_entry(ledger, 1), 1)
+
+
+def test_entry_log_cut_short_is_corrupt(make_bookie):
+    bookie = make_bookie()
+    ledger = LedgerId(0, 9)
+    write(bookie, ledger, 0, 5)
+    bookie.checkpoint()
+    path, offset = _location(bookie, ledger, 3)
+    bookie.shutdown()
+    with open(path, "r+b") as f:
+        f.truncate(offset + 10)
+    bookie = make_bookie()
+    with pytest.raises(EntryCorruptedException):
+        bookie.read_entry(ledger, 3)
+    assert os.path.getsize(path) > LOG_HEADER_SIZE

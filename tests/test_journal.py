@@ -1,0 +1,132 @@
+"""Journal: group commit, roll, LastLogMark, deletion after checkpoint, torn and corrupt tails."""
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from bookie.ledger_id import LedgerId
+from bookie.proto.checksum import DigestManager, generate_master_key
+from bookie.server import journal as jn
+from bookie.server.exceptions import NoEntryException
+from bookie.server.last_log_mark import read_last_mark
+from tests.conftest import engine_settings, run_then_sigkill
+from tests.helpers.engine_ops import PASSWORD, payload
+
+KEY = generate_master_key(PASSWORD)
+LEDGER = LedgerId(0, 5)
+
+
+def add(bookie, first: int, count: int, size: int = 100):
+    digest = DigestManager(LEDGER, PASSWORD)
+    blob, _ = digest.build_framed(first, first - 1, 0, [bytes([i % 251]) * size for i in range(first, first + count)])
+    return bookie.add_entries(LEDGER, KEY, blob)
+
+
+def test_group_commit_puts_queued_adds_in_one_fsync(make_bookie, monkeypatch):
+    syncs = []
+    real = os.fdatasync
+    monkeypatch.setattr(jn.os, "fdatasync", lambda fd: (syncs.append(fd), real(fd)))
+    bookie = make_bookie(journalFlushWhenQueueEmpty=False, journalMaxGroupWaitMSec=200)
+    futures = [add(bookie, i * 10, 10) for i in range(50)]
+    assert [f.result(10) for f in futures][-1][-1] == 499
+    assert 1 <= len(syncs) < 10, f"{len(syncs)} fsyncs for 50 queued adds: they were not grouped"
+
+
+def test_journal_rolls_and_old_journals_go_after_checkpoint(make_bookie, tmp_path):
+    bookie = make_bookie(journalMaxSizeMB=1, journalMaxBackups=1)
+    journal_dir = bookie.journal_dirs[0]
+    first_ids = jn.list_journal_ids(journal_dir)
+    for i in range(40):  # 40 x 100 KiB: several 1 MiB journals
+        add(bookie, i * 100, 100, size=1024).result(10)
+    ids = jn.list_journal_ids(journal_dir)
+    assert len(ids) >= 4 and ids[: len(first_ids)] == first_ids
+    marks = bookie.checkpoint()
+    assert marks[0].log_id == ids[-1] and marks[0].offset > jn.HEADER_SIZE
+    assert read_last_mark(bookie.ledger_dirs) == marks[0]
+    assert jn.list_journal_ids(journal_dir) == ids[-2:]  # the mark's journal and journalMaxBackups=1 older
+    add(bookie, 4000, 10).result(10)
+    later = bookie.checkpoint()
+    assert later[0] > marks[0], "LastLogMark did not advance"
+
+
+def _journal_with_groups(tmp_path, groups: int):
+    """A SIGKILLed engine whose journal holds ``groups`` acknowledged adds of 10 entries each."""
+    settings = engine_settings(tmp_path)
+    run_then_sigkill(settings, [["add", 0, 5, 10]] * groups)
+    journal_dir = settings["journalDirectories"]
+    (log_id,) = jn.list_journal_ids(journal_dir)
+    path = jn.journal_path(journal_dir, log_id)
+    with open(path, "rb") as f:
+        data = f.read()
+    # Find where each group ends (after its padding record) by scanning the file as replay does.
+    ends = []
+    jn.scan_journal(journal_dir, log_id, 0, lambda g: None)
+    pos = jn.HEADER_SIZE
+    import struct
+    while True:
+        (length,) = struct.unpack_from(">i", data, pos)
+        if length == 0:
+            break
+        if length == jn.PADDING_MASK:
+            (pad,) = struct.unpack_from(">i", data, pos + 4)
+            pos += 8 + pad
+            ends.append(pos)
+        else:
+            pos += 4 + length
+    return settings, path, ends
+
+
+def _entries_present(bookie) -> list[int]:
+    digest = DigestManager(LEDGER, PASSWORD)
+    present = []
+    for eid in range(0, 100):
+        try:
+            assert digest.verify(bookie.read_entry(LEDGER, eid), eid)[1].tobytes() == payload(eid)
+            present.append(eid)
+        except NoEntryException:
+            pass
+    return present
+
+
+@pytest.mark.parametrize("damage", ["truncate-mid-group", "flip-byte", "garbage-length", "half-record"])
+def test_torn_or_corrupt_tail_ends_replay_at_last_good_group(tmp_path, make_bookie, caplog, damage):
+    settings, path, ends = _journal_with_groups(tmp_path, 5)
+    # The first group is the ledger's key record + entries 0..9; groups 2..5 hold 10 entries each.
+    last_start, last_end = ends[-2], ends[-1]
+    with open(path, "r+b") as f:
+        if damage == "truncate-mid-group":
+            f.truncate(last_start + (last_end - last_start) // 2)
+        elif damage == "flip-byte":
+            f.seek(last_start + 60)
+            byte = f.read(1)
+            f.seek(last_start + 60)
+            f.write(bytes([byte[0] ^ 0x5A]))
+        elif damage == "garbage-length":
+            f.seek(last_start)
+            f.write((0x7FFFFFF0).to_bytes(4, "big"))
+        else:  # a record after the last group, cut short, as a crash mid-write leaves it
+            f.seek(last_end)
+            f.write((500).to_bytes(4, "big") + b"\1" * 100)
+    with caplog.at_level(logging.WARNING):
+        bookie = make_bookie()
+    expected = list(range(50)) if damage == "half-record" else list(range(40))
+    assert _entries_present(bookie) == expected
+    assert any("replay stopped early" in r.message for r in caplog.records)
+
+
+def test_clean_journal_replays_everything(tmp_path, make_bookie):
+    _journal_with_groups(tmp_path, 3)
+    bookie = make_bookie()
+    assert bookie.replayed[0].torn is None
+    assert _entries_present(bookie) == list(range(30))
+
+
+def test_missing_journal_named_by_last_mark_refuses_to_start(tmp_path, make_bookie):
+    settings = engine_settings(tmp_path)
+    run_then_sigkill(settings, [["add", 0, 5, 10], ["checkpoint", 0, 0, 0], ["add", 0, 5, 10]])
+    mark = read_last_mark([settings["ledgerDirectories"]])
+    os.unlink(jn.journal_path(settings["journalDirectories"], mark.log_id))
+    with pytest.raises(jn.JournalException, match="missing"):
+        make_bookie()
