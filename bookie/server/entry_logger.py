@@ -275,3 +275,26 @@ def decode_ledgers_map(data: bytes, count: int) -> dict[LedgerId, int]:
     if len(result) != count:
         raise EntryLogCorruptedError(f"ledgers map lists {len(result)} ledgers, header says {count}")
     return result
+
+
+def scan_entry_log(path: str):
+    """Yield ``(offset, entry)`` for every record of an entry log file, stopping at its ledgers map.
+
+    For ``bk shell readlog`` and for GC of logs that were never finished (no ledgers map).
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != LOG_MAGIC:
+        raise EntryLogCorruptedError(f"{path}: no BKLO entry log header")
+    _, _, map_offset, _ = _HEADER.unpack_from(data, 0)
+    end = map_offset or len(data)
+    pos = LOG_HEADER_SIZE
+    while pos + ef.FRAME_LEN <= end:
+        (size,) = ef.FRAME.unpack_from(data, pos)
+        if size <= 0 or pos + ef.FRAME_LEN + size > end:
+            return  # zeros or a record cut short: the end of what was written
+        entry = data[pos + ef.FRAME_LEN: pos + ef.FRAME_LEN + size]
+        if ef.peek_meta(entry, 0)[0].scope_id == 0 and entry[:8] == b"\xff" * 8:
+            return  # a ledgers map written by a roll that did not patch the header
+        yield pos + ef.FRAME_LEN, entry
+        pos += ef.FRAME_LEN + size
