@@ -45,3 +45,12 @@ def run_then_sigkill(settings: dict, ops: list) -> None:
     with child("-m", "tests.helpers.engine_ops", json.dumps(settings), json.dumps(ops)) as proc:
         line = proc.stdout.readline()
         assert line.strip() == "READY", proc.stderr.read()
+
+
+def flip_byte(path, offset: int, mask: int = 0x40) -> None:
+    """Corrupt one byte of a file in place, as a bad disk would."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ mask]))

@@ -11,6 +11,7 @@ from bookie.proto.checksum import DigestManager, DigestMatchError, generate_mast
 from bookie.server.entry_logger import LOG_HEADER_SIZE, log_path
 from bookie.server.exceptions import EntryCorruptedException
 from bookie.server.index import index_path
+from tests.conftest import flip_byte
 
 PASSWORD = b"pw"
 KEY = generate_master_key(PASSWORD)
@@ -62,25 +63,21 @@ def test_index_flushes_when_the_ledger_cache_is_full(make_bookie, tmp_path):
         assert [digest.verify(f)[1].tobytes() for f in ef.iter_frames(blob)] == payloads
 
 
-def _location(bookie, ledger: LedgerId, entry_id: int) -> tuple[str, int]:
+def _checkpointed(make_bookie, ledger: LedgerId, count: int, entry_id: int):
+    """Write ``count`` entries, checkpoint; return (bookie, entry log path, offset of ``entry_id``)."""
+    bookie = make_bookie()
+    write(bookie, ledger, 0, count)
+    bookie.checkpoint()
     loc = bookie.storage.cache.get(ledger, entry_id)
-    return log_path(bookie.ledger_dirs[0], loc >> 32), loc & 0xFFFFFFFF
+    return bookie, log_path(bookie.ledger_dirs[0], loc >> 32), loc & 0xFFFFFFFF
 
 
 @pytest.mark.parametrize("where", ["size", "ledger-id", "entry-id"])
 def test_corrupt_entry_log_record_is_reported_as_corrupt_not_missing(make_bookie, where):
-    bookie = make_bookie()
     ledger = LedgerId(0, 7)
-    write(bookie, ledger, 0, 10)
-    bookie.checkpoint()
-    path, offset = _location(bookie, ledger, 4)
+    bookie, path, offset = _checkpointed(make_bookie, ledger, 10, 4)
     bookie.shutdown()
-    at = {"size": offset - 4, "ledger-id": offset + 3, "entry-id": offset + 15}[where]
-    with open(path, "r+b") as f:
-        f.seek(at)
-        byte = f.read(1)
-        f.seek(at)
-        f.write(bytes([byte[0] ^ 0x40]))
+    flip_byte(path, {"size": offset - 4, "ledger-id": offset + 3, "entry-id": offset + 15}[where])
     bookie = make_bookie()
     with pytest.raises(EntryCorruptedException) as err:
         bookie.read_entry(ledger, 4)
@@ -91,26 +88,16 @@ def test_corrupt_entry_log_record_is_reported_as_corrupt_not_missing(make_bookie
 
 
 def test_flipped_payload_byte_is_caught_by_the_digest(make_bookie):
-    bookie = make_bookie()
     ledger = LedgerId(0, 8)
-    write(bookie, ledger, 0, 3)
-    bookie.checkpoint()
-    path, offset = _location(bookie, ledger, 1)
-    with open(path, "r+b") as f:
-        f.seek(offset + 32 + 4 + 50)
-        byte = f.read(1)
-        f.seek(offset + 32 + 4 + 50)
-        f.write(bytes([byte[0] ^ 1]))
+    bookie, path, offset = _checkpointed(make_bookie, ledger, 3, 1)
+    flip_byte(path, offset + 32 + 4 + 50, 0x01)  # a payload byte: header 32, crc32c 4
     with pytest.raises(DigestMatchError):
         DigestManager(ledger, PASSWORD).verify(bookie.read_entry(ledger, 1), 1)
 
 
 def test_entry_log_cut_short_is_corrupt(make_bookie):
-    bookie = make_bookie()
     ledger = LedgerId(0, 9)
-    write(bookie, ledger, 0, 5)
-    bookie.checkpoint()
-    path, offset = _location(bookie, ledger, 3)
+    bookie, path, offset = _checkpointed(make_bookie, ledger, 5, 3)
     bookie.shutdown()
     with open(path, "r+b") as f:
         f.truncate(offset + 10)
