@@ -128,3 +128,18 @@ def test_missing_journal_named_by_last_mark_refuses_to_start(tmp_path, make_book
     os.unlink(jn.journal_path(settings["journalDirectories"], mark.log_id))
     with pytest.raises(jn.JournalException, match="missing"):
         make_bookie()
+
+
+def test_several_journal_directories_each_replay_from_their_own_mark(tmp_path, make_bookie):
+    journals = f"{tmp_path}/j0,{tmp_path}/j1"
+    settings = engine_settings(tmp_path, journalDirectories=journals)
+    # Ledgers 4 and 5 go to journals 0 and 1 (ledger id mod 2).
+    run_then_sigkill(settings, [["add", 0, 4, 5], ["add", 0, 5, 5], ["checkpoint", 0, 0, 0],
+                                ["add", 0, 4, 5], ["add", 0, 5, 5]])
+    ledger_dir = settings["ledgerDirectories"]
+    assert {n for n in os.listdir(f"{ledger_dir}/current") if n.startswith("lastMark")} == {"lastMark.0", "lastMark.1"}
+    bookie = make_bookie(journalDirectories=journals)
+    assert [r.records for r in bookie.replayed if r.records] == [5, 5]  # the entries after each mark
+    for lid in (4, 5):
+        digest = DigestManager(LedgerId(0, lid), PASSWORD)
+        assert digest.verify(bookie.read_entry(LedgerId(0, lid), 9), 9)[1].tobytes() == payload(9)
