@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean
+.PHONY: test demo bench clean proto
 
 # (Re)install when the venv is missing or setup.py changed.
 $(STAMP): setup.py
@@ -24,3 +24,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# Regenerate the protobuf/gRPC code from bookie/proto/*.proto (a test fails when it is stale).
+proto: $(STAMP)
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. bookie/proto/bookkeeper.proto
+	$(PY) -m grpc_tools.protoc -I . --python_out=. bookie/proto/data_formats.proto

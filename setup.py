@@ -14,8 +14,8 @@ setup(
         "pyarrow>=17,<30",
         "numpy>=1.26,<3",
         "kazoo>=2.10,<3",
-        "grpcio>=1.66,<2",
-        "protobuf>=5.28,<8",
+        "grpcio>=1.85.1,<2",  # generated code (make proto) needs at least the grpcio-tools version
+        "protobuf>=7.35.1,<8",  # ... and the protobuf gencode version
         "crc32c>=2.4,<3",  # C CRC32C (SSE4.2 when the CPU has it)
     ],
     extras_require={
@@ -23,7 +23,7 @@ setup(
             "pytest>=8,<10",
             "pytest-timeout>=2.2,<3",
             "chispa>=0.10,<1",
-            "grpcio-tools>=1.66,<2",
+            "grpcio-tools>=1.85.1,<2",
         ],
     },
     entry_points={"console_scripts": ["bk=bookie.cli.main:main"]},

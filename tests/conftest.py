@@ -54,3 +54,44 @@ def flip_byte(path, offset: int, mask: int = 0x40) -> None:
         byte = f.read(1)
         f.seek(offset)
         f.write(bytes([byte[0] ^ mask]))
+
+
+# -- real ZooKeeper and bookie processes ------------------------------------------------------------
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper server (from pyspark's jars) for the whole session; stopped by PID."""
+    from bookie.meta.zookeeper_server import ZooKeeperServer
+    server = ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper")), tick_time=500).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path):
+    """Start local clusters (bookie processes) on the session's ZooKeeper, each under its own root."""
+    import uuid
+
+    from bookie.server.local_bookkeeper import LocalBookKeeper
+    clusters = []
+
+    def make(num_bookies: int = 3, **settings) -> LocalBookKeeper:
+        c = LocalBookKeeper(num_bookies, base_dir=str(tmp_path / f"cluster{len(clusters)}"), zookeeper=zookeeper,
+                            root=f"/ledgers-{uuid.uuid4().hex[:8]}", bookie_settings={"zkTimeout": 2000, **settings})
+        clusters.append(c)
+        return c.start()
+
+    yield make
+    for c in clusters:
+        c.stop()
+
+
+@pytest.fixture
+def metadata_store(zookeeper):
+    """A ZKMetadataStore on a fresh, initialised root."""
+    import uuid
+
+    from bookie.meta.zk_metadata_store import ZKMetadataStore
+    store = ZKMetadataStore(f"zk://{zookeeper.connect_string}/ledgers-{uuid.uuid4().hex[:8]}")
+    store.init_new_cluster()
+    yield store
+    store.close()

@@ -10,8 +10,10 @@ import logging
 import os
 import sys
 
-from bookie.cli import storage_commands
+from bookie.cli import server_commands, storage_commands
+from bookie.client.exceptions import BKException
 from bookie.server.conf import ConfigurationError, ServerConfiguration
+from bookie.server.exceptions import BookieException
 
 
 def add_conf_args(parser: argparse.ArgumentParser) -> None:
@@ -20,32 +22,44 @@ def add_conf_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger-dir", help="ledger directory (overrides ledgerDirectories)")
 
 
+def add_uri_args(parser: argparse.ArgumentParser) -> None:
+    add_conf_args(parser)
+    parser.add_argument("-u", "--metadata-service-uri", help="zk://host:port/ledgers (default: from --conf)")
+    parser.add_argument("--zk-connect-timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper")
+
+
 def load_conf(args: argparse.Namespace) -> ServerConfiguration:
     overrides = {}
-    if args.journal_dir:
+    if getattr(args, "journal_dir", None):
         overrides["journalDirectories"] = args.journal_dir
-    if args.ledger_dir:
+    if getattr(args, "ledger_dir", None):
         overrides["ledgerDirectories"] = args.ledger_dir
-    if args.conf:
-        return ServerConfiguration.load(args.conf, overrides)
-    return ServerConfiguration(overrides)
+    conf = ServerConfiguration.load(args.conf, overrides) if getattr(args, "conf", None) else ServerConfiguration(overrides)
+    if hasattr(args, "metadata_service_uri") and not args.metadata_service_uri:
+        args.metadata_service_uri = conf["metadataServiceUri"] or None
+    return conf
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bk", description="Apache BookKeeper in Python")
     commands = parser.add_subparsers(dest="command", required=True)
+    server_commands.register_top(commands, add_conf_args)
     shell = commands.add_parser("shell", help="operator commands (BookKeeper's bookkeeper shell)")
     shell_commands = shell.add_subparsers(dest="shell_command", required=True)
     storage_commands.register(shell_commands, add_conf_args)
+    server_commands.register_shell(shell_commands, add_uri_args)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("BK_LOG_LEVEL", "WARNING"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    default_level = "INFO" if args.command in ("bookie", "local") else "WARNING"
+    logging.basicConfig(level=os.environ.get("BK_LOG_LEVEL", default_level),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)  # connection chatter while ZooKeeper starts
     try:
         return args.run(args, load_conf(args)) or 0
-    except (ConfigurationError, OSError, ValueError) as exc:
+    except (ConfigurationError, OSError, ValueError, BKException, BookieException, RuntimeError) as exc:
         print(f"bk: {exc}", file=sys.stderr)
         return 2
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
+import shutil
 from concurrent.futures import Future
 from typing import Callable
 
@@ -23,7 +23,8 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format as ef
 from bookie.server.cookie import Cookie, check_cookies
 from bookie.server.exceptions import (BadRequestException, BookieException, JournalException,
-                                      LedgerFencedException, NoEntryException, ReadOnlyException)
+                                      LedgerFencedException, NoEntryException, ReadOnlyException,
+                                      TooManyRequestsException)
 from bookie.server.journal import Journal, ScanResult, list_journal_ids, scan_journal
 from bookie.server.last_log_mark import read_last_mark
 from bookie.server.ledger_dirs_monitor import LedgerDirsMonitor
@@ -197,6 +198,8 @@ class Bookie:
 
         journal = self._journal_for(ledger)
         with self.storage.lock:
+            if not journal.has_room(2):
+                raise TooManyRequestsException(f"journal queue is full: add to ledger {ledger} refused, retry later")
             state, created = self.storage.get_or_create(ledger, master_key)
             if state.fenced and not recovery:
                 raise LedgerFencedException(f"ledger {ledger} is fenced: add of entries {ids[0]}..{ids[-1]} refused")
@@ -229,6 +232,12 @@ class Bookie:
                                 ef.FRAME.pack(len(lac_blob)) + bytes(lac_blob))
         return self._journal_meta(ledger, master_key, record, lambda: self.storage.set_explicit_lac(ledger, lac_blob))
 
+    def force_ledger(self, ledger: LedgerId) -> Future:
+        """Completes once everything journaled so far for ``ledger``'s journal is fsynced."""
+        future: Future = Future()
+        self._journal_for(ledger).log(b"", lambda error: future.set_exception(error) if error else future.set_result(True), 0)
+        return future
+
     # -- reads -------------------------------------------------------------------------------------
     def read_entry(self, ledger: LedgerId, entry_id: int) -> bytes:
         """The entry as stored (entry -1: the last entry this bookie has)."""
@@ -252,6 +261,26 @@ class Bookie:
 
     def ledgers(self) -> list[LedgerId]:
         return self.storage.ledgers()
+
+    def stored_entry_ids(self, ledger: LedgerId):
+        return self.storage.stored_entry_ids(ledger)
+
+    def watch_lac(self, ledger: LedgerId, watcher: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``watcher(lac)`` whenever the ledger's LAC rises; returns a function that stops it."""
+        state = self.storage.require(ledger)
+        state.lac_watchers.append(watcher)
+        return lambda: state.lac_watchers.remove(watcher) if watcher in state.lac_watchers else None
+
+    def disk_info(self) -> tuple[int, int]:
+        """(total, free) bytes of the ledger directories' file systems."""
+        seen, total, free = set(), 0, 0
+        for d in self.ledger_dirs:
+            dev = os.stat(d).st_dev
+            if dev not in seen:
+                seen.add(dev)
+                usage = shutil.disk_usage(d)
+                total, free = total + usage.total, free + usage.free
+        return total, free
 
     def checkpoint(self):
         return self.sync_thread.checkpoint()

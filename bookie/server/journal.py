@@ -161,6 +161,10 @@ class Journal:
             raise JournalException(f"journal {self.journal_dir} failed earlier: {self._failure}")
         self._queue.put(_Request(data, callback, entries))
 
+    def has_room(self, requests: int) -> bool:
+        """Whether ``requests`` more can be queued without blocking (back-pressure check)."""
+        return self._queue.qsize() + requests <= self._queue.maxsize
+
     def _run(self) -> None:
         q = self._queue
         while True:

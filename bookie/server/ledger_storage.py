@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,13 @@ class LedgerState:
     lac: int = -1  # highest LAC piggybacked on an entry this bookie stores
     last_entry_id: int = -1  # highest entry id stored here
     header_dirty: bool = True
+    lac_watchers: list = field(default_factory=list)  # callables(lac), for long polls
+
+    def raise_lac(self, lac: int) -> None:
+        if lac > self.lac:
+            self.lac = lac
+            for watcher in list(self.lac_watchers):
+                watcher(lac)
 
     def header(self) -> IndexHeader:
         return IndexHeader(self.master_key, self.fenced, self.explicit_lac)
@@ -105,10 +112,21 @@ class InterleavedLedgerStorage:
             state.header_dirty = True
 
     def set_explicit_lac(self, ledger: LedgerId, lac_blob: bytes) -> None:
+        """Keep the explicit LAC blob (ledgerId | lac | digest); its LAC also raises the ledger's LAC."""
         with self.lock:
             state = self.require(ledger)
             state.explicit_lac = bytes(lac_blob)
             state.header_dirty = True
+            if len(lac_blob) >= 16:
+                state.raise_lac(struct.unpack_from(">q", lac_blob, 8)[0])
+
+    def stored_entry_ids(self, ledger: LedgerId) -> np.ndarray:
+        """Ids of the entries of ``ledger`` this bookie stores."""
+        with self.lock:
+            last = self.require(ledger).last_entry_id
+            if last < 0:
+                return np.zeros(0, dtype=np.int64)
+            return np.flatnonzero(self.cache.get_range(ledger, 0, last))
 
     # -- entries -----------------------------------------------------------------------------------
     def add_framed(self, ledger: LedgerId, state: LedgerState, blob, entry_ids: np.ndarray,
@@ -120,8 +138,7 @@ class InterleavedLedgerStorage:
             last = int(entry_ids.max())
             if last > state.last_entry_id:
                 state.last_entry_id = last
-            if max_lac > state.lac:
-                state.lac = max_lac
+            state.raise_lac(max_lac)
 
     def read_entry(self, ledger: LedgerId, entry_id: int) -> bytes:
         """The entry as stored; NoEntry if absent, EntryCorrupted if what is stored is not that entry."""

@@ -1,0 +1,103 @@
+"""``bk bookie``, ``bk local`` and the cluster commands of ``bk shell`` (initnewcluster, listbookies, whatisinstanceid)."""
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.server.conf import ConfigurationError
+
+
+def register_top(commands, add_conf_args) -> None:
+    bookie = commands.add_parser("bookie", help="run one bookie server")
+    add_conf_args(bookie)
+    bookie.add_argument("--port", type=int, help="bookiePort")
+    bookie.add_argument("--metadata-service-uri", help="metadataServiceUri, e.g. zk://127.0.0.1:2181/ledgers")
+    bookie.set_defaults(run=run_bookie)
+
+    local = commands.add_parser("local", help="ZooKeeper + N bookies on loopback until Ctrl-C (localbookie N)")
+    local.add_argument("--bookies", type=int, default=3, help="number of bookies (default 3)")
+    local.add_argument("--zk-port", type=int, default=2181, help="ZooKeeper client port (default 2181; 0 = any)")
+    local.add_argument("--dir", help="data directory (default: a new temporary directory)")
+    local.set_defaults(run=run_local, no_conf=True)
+
+
+def register_shell(commands, add_uri_args) -> None:
+    init = commands.add_parser("initnewcluster", help="create the cluster metadata in ZooKeeper")
+    add_uri_args(init)
+    init.set_defaults(run=run_initnewcluster)
+
+    listbookies = commands.add_parser("listbookies", help="list the registered bookies")
+    add_uri_args(listbookies)
+    group = listbookies.add_mutually_exclusive_group()
+    group.add_argument("-rw", "--readwrite", action="store_true", help="writable bookies only")
+    group.add_argument("-ro", "--readonly", action="store_true", help="read-only bookies only")
+    listbookies.set_defaults(run=run_listbookies)
+
+    instance = commands.add_parser("whatisinstanceid", help="print the cluster's instance id")
+    add_uri_args(instance)
+    instance.set_defaults(run=run_instanceid)
+
+
+def run_bookie(args, conf) -> int:
+    from bookie.server.bookie_server import serve
+    if args.port is not None:
+        conf.set("bookiePort", args.port)
+    if args.metadata_service_uri:
+        conf.set("metadataServiceUri", args.metadata_service_uri)
+    asyncio.run(serve(conf, ready=lambda server: print(f"bookie {server.bookie_id} is up", flush=True)))
+    return 0
+
+
+def run_local(args, conf) -> int:
+    from bookie.server.local_bookkeeper import LocalBookKeeper
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    cluster = LocalBookKeeper(args.bookies, base_dir=args.dir, zk_port=args.zk_port)
+    print(f"starting ZooKeeper and {args.bookies} bookies in {cluster.base_dir} ...", flush=True)
+    cluster.start()
+    try:
+        print(f"metadataServiceUri: {cluster.metadata_service_uri}")
+        for b in cluster.bookies:
+            print(f"bookie {b.bookie_id}  (journal {b.journal_dir}, ledgers {b.ledger_dir}, log {b.log_path})")
+        print("press Ctrl-C to stop", flush=True)
+        stop.wait()
+    finally:
+        print("stopping ...", flush=True)
+        cluster.stop()
+    return 0
+
+
+def _store(args) -> ZKMetadataStore:
+    if not args.metadata_service_uri:
+        raise ConfigurationError("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
+    return ZKMetadataStore(args.metadata_service_uri, connect_timeout=args.zk_connect_timeout)
+
+
+def run_initnewcluster(args, conf) -> int:
+    with _store(args) as store:
+        created = store.init_new_cluster()
+        print(("created cluster " if created else "cluster already exists at ") + str(store.uri)
+              + f" (instance id {store.instance_id()}, layout {store.manager})")
+    return 0
+
+
+def run_listbookies(args, conf) -> int:
+    with _store(args) as store:
+        kinds = [False] if args.readwrite else [True] if args.readonly else [False, True]
+        for read_only in kinds:
+            bookies = store.bookies(read_only=read_only)
+            print(f"{'ReadOnly' if read_only else 'ReadWrite'} Bookies :")
+            for bookie_id in bookies:
+                print(f"  {bookie_id}")
+            if not bookies:
+                print("  none")
+    return 0
+
+
+def run_instanceid(args, conf) -> int:
+    with _store(args) as store:
+        print(f"ZKServers: {store.uri.hosts}\nZkLedgersRootPath: {store.root}\nInstanceId: {store.instance_id()}")
+    return 0

@@ -1,0 +1,199 @@
+"""One gRPC channel to one bookie (BookKeeper's PerChannelBookieClient). Thread-safe.
+
+Adds go on one bidirectional stream per bookie, opened on first use and reopened after a failure;
+each ``add`` returns a future completed by the bookie's response for that batch (matched by txnId).
+Other requests are unary calls, and range reads a server stream. Transport failures surface as
+BKBookieHandleNotAvailableException or BKTimeoutException naming the bookie; bookie answers are
+returned as they are (with their status) for the caller to interpret.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Iterator
+
+import grpc
+
+from bookie.client.exceptions import BKBookieHandleNotAvailableException, BKClientClosedException, BKTimeoutException
+from bookie.ledger_id import LedgerId
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 64 << 20
+# gRPC's default reconnect backoff grows to 120 s: a bookie that restarts would stay unreachable.
+CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
+                   ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", 1000)]
+_CLOSE = object()
+
+
+def transport_error(bookie_id: str, what: str, exc: grpc.RpcError):
+    code = exc.code() if hasattr(exc, "code") else None
+    detail = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return BKTimeoutException(f"{what} on bookie {bookie_id} timed out")
+    return BKBookieHandleNotAvailableException(f"{what} on bookie {bookie_id} failed: {code.name if code else ''} {detail}")
+
+
+class _AddStream:
+    """The bidirectional add stream: a queue feeds requests, a thread completes futures."""
+
+    def __init__(self, client: "BookieClient"):
+        self.client = client
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending: dict[int, Future] = {}
+        self.lock = threading.Lock()
+        self.broken: Exception | None = None
+        self.responses = client.stub.AddEntries(iter(self.requests.get, _CLOSE))
+        self.thread = threading.Thread(target=self._receive, name=f"add-stream-{client.bookie_id}", daemon=True)
+        self.thread.start()
+
+    def send(self, request: pb.AddRequest, future: Future) -> None:
+        with self.lock:
+            if self.broken is not None:
+                raise self.broken
+            self.pending[request.txnId] = future
+        self.requests.put(request)
+
+    def _receive(self) -> None:
+        error: Exception | None = None
+        try:
+            for response in self.responses:
+                with self.lock:
+                    future = self.pending.pop(response.txnId, None)
+                if future is not None:
+                    future.set_result(response)
+            error = BKBookieHandleNotAvailableException(f"add stream to bookie {self.client.bookie_id} ended")
+        except grpc.RpcError as exc:
+            error = transport_error(self.client.bookie_id, "add", exc)
+        with self.lock:
+            self.broken = error
+            pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+
+    def close(self) -> None:
+        self.requests.put(_CLOSE)
+        self.responses.cancel()
+
+
+class BookieClient:
+    def __init__(self, bookie_id: str, timeout: float = 5.0):
+        self.bookie_id = bookie_id
+        self.timeout = timeout
+        self.channel = grpc.insecure_channel(bookie_id, options=CHANNEL_OPTIONS)
+        self.stub = pb_grpc.BookieStub(self.channel)
+        self._txn = itertools.count(1)
+        self._stream: _AddStream | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- adds ----------------------------------------------------------------------------------------
+    def add(self, ledger: LedgerId, master_key: bytes, entries: bytes, recovery: bool = False) -> Future:
+        """Send a framed batch of ``ledger``'s entries; the future gets the AddResponse."""
+        request = pb.AddRequest(txnId=next(self._txn), ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
+                                masterKey=master_key, entries=entries,
+                                flag=pb.AddRequest.RECOVERY_ADD if recovery else pb.AddRequest.NONE)
+        future: Future = Future()
+        for attempt in (1, 2):
+            stream = self._add_stream()
+            try:
+                stream.send(request, future)
+                return future
+            except Exception:
+                with self._lock:  # a broken stream: open a new one once
+                    if self._stream is stream:
+                        self._stream = None
+                if attempt == 2:
+                    raise
+        return future
+
+    def _add_stream(self) -> _AddStream:
+        with self._lock:
+            if self._closed:
+                raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
+            if self._stream is None or self._stream.broken is not None:
+                try:  # connect first (bounded like BookKeeper's clientConnectTimeoutMillis)
+                    grpc.channel_ready_future(self.channel).result(timeout=self.timeout)
+                except grpc.FutureTimeoutError:
+                    raise BKBookieHandleNotAvailableException(
+                        f"bookie {self.bookie_id} is not reachable (no connection within {self.timeout:.1f} s)") from None
+                self._stream = _AddStream(self)
+            return self._stream
+
+    # -- unary requests ------------------------------------------------------------------------------
+    def _call(self, method, request, what: str, timeout: float | None = None):
+        try:
+            return method(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as exc:
+            raise transport_error(self.bookie_id, what, exc) from None
+
+    def _call_async(self, method, request, what: str, timeout: float | None = None) -> Future:
+        out: Future = Future()
+        call = method.future(request, timeout=timeout or self.timeout)
+
+        def done(c):
+            try:
+                out.set_result(c.result())
+            except grpc.RpcError as exc:
+                out.set_exception(transport_error(self.bookie_id, what, exc))
+        call.add_done_callback(done)
+        return out
+
+    def read_entry_async(self, ledger: LedgerId, entry_id: int, *, fence: bool = False, master_key: bytes = b"",
+                         previous_lac: int | None = None, timeout_ms: int = 0, piggyback: bool = False,
+                         timeout: float | None = None) -> Future:
+        flag = pb.ReadRequest.FENCE_LEDGER if fence else pb.ReadRequest.ENTRY_PIGGYBACK if piggyback else pb.ReadRequest.NONE
+        request = pb.ReadRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, entryId=entry_id, flag=flag,
+                                 masterKey=master_key, timeOut=timeout_ms)
+        if previous_lac is not None:
+            request.previousLAC = previous_lac
+        wait = (timeout or self.timeout) + timeout_ms / 1000.0
+        return self._call_async(self.stub.ReadEntry, request, f"read of ledger {ledger} entry {entry_id}", wait)
+
+    def read_entry(self, ledger: LedgerId, entry_id: int, **kwargs) -> pb.ReadResponse:
+        return self.read_entry_async(ledger, entry_id, **kwargs).result()
+
+    def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 0,
+                     timeout: float | None = None) -> Iterator[pb.ReadRangeResponse]:
+        request = pb.ReadRangeRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, firstEntryId=first,
+                                      lastEntryId=last, maxBytesPerMessage=max_bytes)
+        try:
+            yield from self.stub.ReadEntries(request, timeout=timeout or self.timeout * 12)
+        except grpc.RpcError as exc:
+            raise transport_error(self.bookie_id, f"read of ledger {ledger} entries {first}..{last}", exc) from None
+
+    def write_lac(self, ledger: LedgerId, master_key: bytes, lac: int, body: bytes) -> pb.WriteLacResponse:
+        return self._call(self.stub.WriteLac, pb.WriteLacRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
+                                                                 lac=lac, masterKey=master_key, body=body),
+                          f"write LAC of ledger {ledger}")
+
+    def read_lac(self, ledger: LedgerId) -> pb.ReadLacResponse:
+        return self._call(self.stub.ReadLac, pb.ReadLacRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id),
+                          f"read LAC of ledger {ledger}")
+
+    def force_ledger(self, ledger: LedgerId) -> pb.ForceLedgerResponse:
+        return self._call(self.stub.ForceLedger, pb.ForceLedgerRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id),
+                          f"force of ledger {ledger}")
+
+    def bookie_info(self) -> pb.GetBookieInfoResponse:
+        flags = pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY | pb.GetBookieInfoRequest.FREE_DISK_SPACE
+        return self._call(self.stub.GetBookieInfo, pb.GetBookieInfoRequest(requested=flags), "bookie info")
+
+    def list_entries(self, ledger: LedgerId) -> pb.GetListOfEntriesOfLedgerResponse:
+        request = pb.GetListOfEntriesOfLedgerRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id)
+        return self._call(self.stub.GetListOfEntriesOfLedger, request, f"list of entries of ledger {ledger}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+        self.channel.close()

@@ -1,0 +1,83 @@
+"""Where things live in ZooKeeper: BookKeeper's layout under the ledgers root (reference §2.3).
+
+Ledger znodes, scope 0 (BookKeeper's ledger managers):
+- flat: ``<root>/L%010d``;
+- hierarchical (default): ids below 2^31-1 ``<root>/s[0:2]/s[2:6]/L s[6:10]`` with ``s = %010d``,
+  larger ids the long path;
+- long hierarchical: ``<root>/s[0:3]/s[3:7]/s[7:11]/s[11:15]/L s[15:19]`` with ``s = %019d``.
+
+Ledgers of other scopes (BP-35 leaves the ZooKeeper layout open): the 32-hex-digit qualified name
+``q`` split in eight levels of four digits, ``<root>/scoped/q[0:4]/…/q[24:28]/L q[28:32]``. The
+first four levels are the scope, so one scope is one subtree, and no znode has more than 65,536
+children even when scopes are random (UUID ids).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bookie.ledger_id import LedgerId
+
+LAYOUT_ZNODE = "LAYOUT"
+INSTANCEID = "INSTANCEID"
+AVAILABLE_NODE = "available"
+READONLY = "readonly"
+COOKIE_NODE = "cookies"
+UNDER_REPLICATION_NODE = "underreplication"
+IDGEN = "idgen"
+IDGEN_LONG = "idgen-long"
+SCOPED = "scoped"
+LEDGER_NODE_PREFIX = "L"
+LAYOUT_FORMAT_VERSION = 2
+FACTORIES = {
+    "flat": "org.apache.bookkeeper.meta.FlatLedgerManagerFactory",
+    "hierarchical": "org.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory",
+    "longhierarchical": "org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory",
+}
+MAX_SHORT_ID = (1 << 31) - 1  # Integer.MAX_VALUE
+
+
+@dataclass(frozen=True)
+class LedgerLayout:
+    manager: str  # "flat" | "hierarchical" | "longhierarchical"
+    manager_version: int = 1
+
+    def encode(self) -> bytes:
+        return f"{LAYOUT_FORMAT_VERSION}\n{FACTORIES[self.manager]}:{self.manager_version}".encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "LedgerLayout":
+        lines = data.decode().strip().splitlines()
+        if len(lines) != 2 or not lines[0].strip().isdigit():
+            raise ValueError(f"LAYOUT {data!r} is not '<version>\\n<factory>:<version>'")
+        factory, _, version = lines[1].rpartition(":")
+        for manager, name in FACTORIES.items():
+            if factory == name:
+                return cls(manager, int(version))
+        raise ValueError(f"LAYOUT names ledger manager factory {factory!r}, which is not supported "
+                         f"(supported: {', '.join(FACTORIES.values())})")
+
+
+def ledger_path(root: str, manager: str, ledger: LedgerId) -> str:
+    scope, lid = ledger
+    if scope != 0:
+        q = ledger.qualified_name
+        return "/".join([root, SCOPED, *(q[i: i + 4] for i in range(0, 28, 4)), LEDGER_NODE_PREFIX + q[28:]])
+    if manager == "flat":
+        return f"{root}/{LEDGER_NODE_PREFIX}{lid:010d}"
+    if manager == "hierarchical" and lid < MAX_SHORT_ID:
+        s = f"{lid:010d}"
+        return f"{root}/{s[0:2]}/{s[2:6]}/{LEDGER_NODE_PREFIX}{s[6:10]}"
+    s = f"{lid:019d}"
+    return f"{root}/{s[0:3]}/{s[3:7]}/{s[7:11]}/{s[11:15]}/{LEDGER_NODE_PREFIX}{s[15:19]}"
+
+
+def parse_ledger_path(root: str, path: str) -> LedgerId:
+    """The ledger a znode path names (inverse of ``ledger_path``)."""
+    parts = path[len(root):].strip("/").split("/")
+    if not parts[-1].startswith(LEDGER_NODE_PREFIX):
+        raise ValueError(f"{path} is not a ledger znode")
+    parts[-1] = parts[-1][1:]
+    if parts[0] == SCOPED:
+        q = "".join(parts[1:])
+        return LedgerId.from_qualified_name(q)
+    return LedgerId(0, int("".join(parts)))

@@ -1,0 +1,121 @@
+"""Ledger metadata (LedgerMetadata) and its znode format (LedgerMetadataSerDe, reference §2.1–2.2).
+
+Written as format version 3: ``"BookieMetadataFormatVersion\\t3\\n"`` + a varint-length-delimited
+binary ``LedgerMetadataFormat``. Version 2 (the same message in protobuf text format) is read too.
+"""
+from __future__ import annotations
+
+import enum
+import random
+import time
+from dataclasses import dataclass, field, replace
+
+from google.protobuf import text_format
+from google.protobuf.internal.decoder import _DecodeVarint32
+from google.protobuf.internal.encoder import _VarintBytes
+
+from bookie.proto.checksum import DigestType
+from bookie.proto.data_formats_pb2 import LedgerMetadataFormat
+
+HEADER_PREFIX = b"BookieMetadataFormatVersion\t"
+CURRENT_FORMAT_VERSION = 3
+
+
+class LedgerState(enum.IntEnum):
+    OPEN = 1
+    IN_RECOVERY = 2
+    CLOSED = 3
+
+
+@dataclass(frozen=True)
+class LedgerMetadata:
+    """One ledger's metadata. Immutable: updates make a new record (``with_*``), written by CAS."""
+
+    ensemble_size: int
+    write_quorum_size: int
+    ack_quorum_size: int
+    ensembles: tuple[tuple[int, tuple[str, ...]], ...]  # (first entry id, bookie ids), by first entry
+    password: bytes
+    digest_type: DigestType = DigestType.CRC32C
+    state: LedgerState = LedgerState.OPEN
+    last_entry_id: int = -1
+    length: int = 0
+    ctime: int = field(default_factory=lambda: int(time.time() * 1000))
+    custom_metadata: tuple[tuple[str, bytes], ...] = ()
+    ctoken: int = field(default_factory=lambda: random.getrandbits(63))
+
+    @property
+    def is_closed(self) -> bool:
+        return self.state is LedgerState.CLOSED
+
+    @property
+    def last_ensemble(self) -> tuple[str, ...]:
+        return self.ensembles[-1][1]
+
+    def ensemble_at(self, entry_id: int) -> tuple[str, ...]:
+        """The ensemble of the fragment holding ``entry_id``."""
+        chosen = self.ensembles[0][1]
+        for first, bookies in self.ensembles:
+            if first > entry_id:
+                break
+            chosen = bookies
+        return chosen
+
+    def fragments(self) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(first entry, last entry, ensemble) of each fragment; an open ledger's last one ends at -1."""
+        out = []
+        for i, (first, bookies) in enumerate(self.ensembles):
+            last = self.ensembles[i + 1][0] - 1 if i + 1 < len(self.ensembles) else self.last_entry_id
+            out.append((first, last, bookies))
+        return out
+
+    def with_state(self, state: LedgerState, last_entry_id: int | None = None, length: int | None = None):
+        return replace(self, state=state, last_entry_id=self.last_entry_id if last_entry_id is None else last_entry_id,
+                       length=self.length if length is None else length)
+
+    def with_ensemble(self, first_entry_id: int, bookies: tuple[str, ...]) -> "LedgerMetadata":
+        """A new fragment from ``first_entry_id`` on (replacing one that starts there)."""
+        kept = tuple(e for e in self.ensembles if e[0] < first_entry_id)
+        return replace(self, ensembles=kept + ((first_entry_id, tuple(bookies)),))
+
+    def custom(self) -> dict[str, bytes]:
+        return dict(self.custom_metadata)
+
+
+def serialize(metadata: LedgerMetadata) -> bytes:
+    fmt = LedgerMetadataFormat(
+        quorumSize=metadata.write_quorum_size, ensembleSize=metadata.ensemble_size, length=metadata.length,
+        lastEntryId=metadata.last_entry_id, state=int(metadata.state), digestType=int(metadata.digest_type),
+        password=metadata.password, ackQuorumSize=metadata.ack_quorum_size, ctime=metadata.ctime,
+        cToken=metadata.ctoken)
+    for first, bookies in metadata.ensembles:
+        fmt.segment.add(ensembleMember=list(bookies), firstEntryId=first)
+    for key, value in metadata.custom_metadata:
+        fmt.customMetadata.add(key=key, value=value)
+    body = fmt.SerializeToString()
+    return HEADER_PREFIX + str(CURRENT_FORMAT_VERSION).encode() + b"\n" + _VarintBytes(len(body)) + body
+
+
+def parse(data: bytes) -> LedgerMetadata:
+    """Decode a ledger znode (format versions 2 and 3); ValueError if it is neither."""
+    if not data.startswith(HEADER_PREFIX):
+        raise ValueError("ledger metadata has no BookieMetadataFormatVersion header")
+    newline = data.index(b"\n")
+    version = int(data[len(HEADER_PREFIX): newline])
+    fmt = LedgerMetadataFormat()
+    rest = data[newline + 1:]
+    if version == 3:
+        size, pos = _DecodeVarint32(rest, 0)
+        fmt.ParseFromString(rest[pos: pos + size])
+    elif version == 2:
+        text_format.Parse(rest.decode(), fmt)
+    else:
+        raise ValueError(f"ledger metadata format version {version} is not supported (2 and 3 are)")
+    return LedgerMetadata(
+        ensemble_size=fmt.ensembleSize, write_quorum_size=fmt.quorumSize,
+        ack_quorum_size=fmt.ackQuorumSize if fmt.HasField("ackQuorumSize") else fmt.quorumSize,
+        ensembles=tuple((s.firstEntryId, tuple(s.ensembleMember)) for s in fmt.segment),
+        password=fmt.password, digest_type=DigestType(fmt.digestType) if fmt.HasField("digestType") else DigestType.CRC32,
+        state=LedgerState(fmt.state), last_entry_id=fmt.lastEntryId if fmt.HasField("lastEntryId") else -1,
+        length=fmt.length, ctime=fmt.ctime, custom_metadata=tuple((m.key, m.value) for m in fmt.customMetadata),
+        ctoken=fmt.cToken)

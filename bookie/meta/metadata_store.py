@@ -1,0 +1,96 @@
+"""The metadata interface: everything the bookie and the client ask of the metadata service.
+
+``ZKMetadataStore`` (bookie.meta.zk_metadata_store) implements it on ZooKeeper; another backend (etcd,
+say) implements the same methods and nothing above this module changes. Errors are BKExceptions:
+BKNoSuchLedgerExistsOnMetadataServerException, BKMetadataVersionException (CAS conflict),
+BKLedgerExistException, BKZKException / BKMetaStoreException for everything else.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Callable, Generic, Iterator, TypeVar
+
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.server.cookie import Cookie
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[T]):
+    value: T
+    version: int
+
+
+class MetadataStore(abc.ABC):
+    # -- cluster -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def init_new_cluster(self) -> bool:
+        """Create the cluster's metadata (root, LAYOUT, INSTANCEID, available, readonly); False if it exists."""
+
+    @abc.abstractmethod
+    def instance_id(self) -> str:
+        """The cluster's instance id (BKZKException if the cluster was never initialised)."""
+
+    # -- ledgers -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def generate_ledger_id(self) -> int: ...
+
+    @abc.abstractmethod
+    def create_ledger(self, ledger: LedgerId, metadata: LedgerMetadata) -> Versioned[LedgerMetadata]: ...
+
+    @abc.abstractmethod
+    def read_ledger(self, ledger: LedgerId) -> Versioned[LedgerMetadata]: ...
+
+    @abc.abstractmethod
+    def write_ledger(self, ledger: LedgerId, metadata: LedgerMetadata, version: int) -> Versioned[LedgerMetadata]:
+        """Compare-and-set: replaces the metadata only if it is still at ``version``."""
+
+    @abc.abstractmethod
+    def delete_ledger(self, ledger: LedgerId, version: int = -1) -> None: ...
+
+    @abc.abstractmethod
+    def iterate_ledgers(self, scope_id: int | None = 0) -> Iterator[LedgerId]:
+        """Every ledger of a scope (None: all scopes), in id order within each range.
+
+        Safe for GC: any error while listing raises; a listing is never silently cut short.
+        """
+
+    @abc.abstractmethod
+    def watch_ledger(self, ledger: LedgerId, callback: Callable[[Versioned[LedgerMetadata] | None], None]) -> Callable[[], None]:
+        """Call ``callback`` with each new version (None once deleted); returns a function that stops it."""
+
+    # -- bookies -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def register_bookie(self, bookie_id: str, read_only: bool, endpoint: tuple[str, int]) -> None: ...
+
+    @abc.abstractmethod
+    def unregister_bookie(self, bookie_id: str, read_only: bool) -> None: ...
+
+    @abc.abstractmethod
+    def bookies(self, read_only: bool = False) -> list[str]: ...
+
+    @abc.abstractmethod
+    def watch_bookies(self, callback: Callable[[list[str], list[str]], None]) -> None:
+        """Call ``callback(writable, read_only)`` now and whenever either set changes."""
+
+    @abc.abstractmethod
+    def read_cookie(self, bookie_id: str) -> Versioned[Cookie] | None: ...
+
+    @abc.abstractmethod
+    def write_cookie(self, bookie_id: str, cookie: Cookie, version: int | None) -> None:
+        """Create (``version`` None) or CAS-update a bookie's cookie."""
+
+    @abc.abstractmethod
+    def delete_cookie(self, bookie_id: str) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

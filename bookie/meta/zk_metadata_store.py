@@ -1,0 +1,324 @@
+"""The metadata store on ZooKeeper (kazoo), in BookKeeper's layout (bookie.meta.layout)."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Callable, Iterator
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+from bookie.client.exceptions import (BKLedgerExistException, BKMetadataSerializationException,
+                                      BKMetadataVersionException, BKNoSuchLedgerExistsOnMetadataServerException,
+                                      BKZKException)
+from bookie.ledger_id import LedgerId
+from bookie.meta import layout as lay
+from bookie.meta import ledger_metadata as lm
+from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
+from bookie.meta.metadata_store import MetadataStore, Versioned
+from bookie.meta.service_uri import MetadataServiceUri
+from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
+from bookie.server.cookie import Cookie
+
+log = logging.getLogger(__name__)
+
+
+def connect(hosts: str, timeout_ms: int = 10000, connect_timeout: float = 15.0) -> KazooClient:
+    """A started kazoo client, or BKZKException saying ZooKeeper could not be reached in time."""
+    client = KazooClient(hosts=hosts, timeout=timeout_ms / 1000.0,
+                         connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
+                         command_retry=KazooRetry(max_tries=5, max_delay=1.0))
+    try:
+        client.start(timeout=connect_timeout)
+    except KazooTimeoutError:
+        client.close()
+        raise BKZKException(f"ZooKeeper at {hosts} is not reachable (waited {connect_timeout:.0f} s)") from None
+    return client
+
+
+class ZKMetadataStore(MetadataStore):
+    def __init__(self, uri: str | MetadataServiceUri, zk_timeout_ms: int = 10000, connect_timeout: float = 15.0):
+        self.uri = uri if isinstance(uri, MetadataServiceUri) else MetadataServiceUri.parse(uri)
+        self.root = self.uri.root
+        self.zk = connect(self.uri.hosts, zk_timeout_ms, connect_timeout)
+        self.zk_timeout_ms = zk_timeout_ms
+        self._manager: str | None = None
+        self._registrations: dict[tuple[str, bool], bytes] = {}
+        self._lock = threading.Lock()
+        self.zk.add_listener(self._on_state)
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    @property
+    def manager(self) -> str:
+        """The ledger manager of the cluster's LAYOUT (hierarchical for a cluster without one)."""
+        if self._manager is None:
+            try:
+                data, _ = self.zk.get(self._path(lay.LAYOUT_ZNODE))
+                found = lay.LedgerLayout.decode(data).manager
+            except NoNodeError:
+                found = self.uri.layout or "hierarchical"
+            if self.uri.layout and self.uri.layout != found:
+                raise BKZKException(f"metadataServiceUri asks for the {self.uri.layout} layout but the cluster at "
+                                    f"{self.uri} uses {found}")
+            self._manager = found
+        return self._manager
+
+    def ledger_path(self, ledger: LedgerId) -> str:
+        return lay.ledger_path(self.root, self.manager, ledger)
+
+    def _zk_error(self, what: str, exc: Exception) -> BKZKException:
+        return BKZKException(f"{what} failed on ZooKeeper {self.uri.hosts}: {type(exc).__name__} {exc}")
+
+    # -- cluster -------------------------------------------------------------------------------------
+    def init_new_cluster(self) -> bool:
+        manager = self.uri.layout or "hierarchical"
+        if self.zk.exists(self._path(lay.INSTANCEID)):
+            return False
+        self.zk.ensure_path(self.root)
+        tx = self.zk.transaction()
+        tx.create(self._path(lay.AVAILABLE_NODE), b"")
+        tx.create(self._path(lay.AVAILABLE_NODE, lay.READONLY), b"")
+        tx.create(self._path(lay.LAYOUT_ZNODE), lay.LedgerLayout(manager).encode())
+        tx.create(self._path(lay.INSTANCEID), str(uuid.uuid4()).encode())
+        results = tx.commit()
+        errors = [r for r in results if isinstance(r, Exception)]
+        if errors:
+            if any(isinstance(e, NodeExistsError) for e in errors):
+                return False
+            raise self._zk_error("initnewcluster", errors[0])
+        self._manager = manager
+        return True
+
+    def instance_id(self) -> str:
+        try:
+            return self.zk.get(self._path(lay.INSTANCEID))[0].decode()
+        except NoNodeError:
+            raise BKZKException(f"no cluster at {self.uri}: {self._path(lay.INSTANCEID)} is missing "
+                                "(run `bk shell initnewcluster`)") from None
+
+    # -- ledgers -------------------------------------------------------------------------------------
+    def generate_ledger_id(self) -> int:
+        return ZkLedgerIdGenerator(self.zk, self.root).generate()
+
+    def create_ledger(self, ledger: LedgerId, metadata: lm.LedgerMetadata) -> Versioned[lm.LedgerMetadata]:
+        path = self.ledger_path(ledger)
+        try:
+            self.zk.create(path, lm.serialize(metadata), makepath=True)
+        except NodeExistsError:
+            # A create resent after a connection loss may have succeeded: the creation token tells.
+            existing = self.read_ledger(ledger)
+            if existing.value.ctoken == metadata.ctoken:
+                return existing
+            raise BKLedgerExistException(f"ledger {ledger} already exists ({path})") from None
+        except KazooException as exc:
+            raise self._zk_error(f"create of ledger {ledger}", exc) from None
+        return Versioned(metadata, 0)
+
+    def read_ledger(self, ledger: LedgerId) -> Versioned[lm.LedgerMetadata]:
+        path = self.ledger_path(ledger)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            raise BKNoSuchLedgerExistsOnMetadataServerException(f"ledger {ledger} does not exist ({path})") from None
+        except KazooException as exc:
+            raise self._zk_error(f"read of ledger {ledger}", exc) from None
+        return Versioned(self._parse(ledger, data), stat.version)
+
+    @staticmethod
+    def _parse(ledger: LedgerId, data: bytes) -> lm.LedgerMetadata:
+        try:
+            return lm.parse(data)
+        except Exception as exc:  # protobuf decode errors have no common base
+            raise BKMetadataSerializationException(f"metadata of ledger {ledger} cannot be decoded: {exc}") from None
+
+    def write_ledger(self, ledger: LedgerId, metadata: lm.LedgerMetadata, version: int) -> Versioned[lm.LedgerMetadata]:
+        try:
+            stat = self.zk.set(self.ledger_path(ledger), lm.serialize(metadata), version=version)
+        except BadVersionError:
+            raise BKMetadataVersionException(f"metadata of ledger {ledger} changed since version {version}") from None
+        except NoNodeError:
+            raise BKNoSuchLedgerExistsOnMetadataServerException(f"ledger {ledger} was deleted") from None
+        except KazooException as exc:
+            raise self._zk_error(f"update of ledger {ledger}", exc) from None
+        return Versioned(metadata, stat.version)
+
+    def delete_ledger(self, ledger: LedgerId, version: int = -1) -> None:
+        try:
+            self.zk.delete(self.ledger_path(ledger), version=version)
+        except NoNodeError:
+            raise BKNoSuchLedgerExistsOnMetadataServerException(f"ledger {ledger} does not exist") from None
+        except BadVersionError:
+            raise BKMetadataVersionException(f"metadata of ledger {ledger} changed since version {version}") from None
+        except KazooException as exc:
+            raise self._zk_error(f"delete of ledger {ledger}", exc) from None
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self.zk.get_children(path)
+        except NoNodeError:
+            return []  # a range that was emptied and removed: nothing in it
+        except KazooException as exc:
+            raise self._zk_error(f"listing {path}", exc) from None
+
+    def iterate_ledgers(self, scope_id: int | None = 0) -> Iterator[LedgerId]:
+        if scope_id is None or scope_id == 0:
+            yield from self._iterate_scope0()
+        if scope_id != 0:
+            base = self._path(lay.SCOPED)
+            prefix = [] if scope_id is None else [LedgerId(scope_id, 0).qualified_name[i: i + 4] for i in range(0, 16, 4)]
+            yield from self._walk_scoped(base, prefix, 0)
+
+    def _iterate_scope0(self) -> Iterator[LedgerId]:
+        manager = self.manager
+        top = sorted(self._children(self.root))
+        if manager == "flat":
+            yield from sorted(LedgerId(0, int(n[1:])) for n in top if n.startswith("L") and n[1:].isdigit())
+            return
+        widths = {"hierarchical": (2, 3), "longhierarchical": (3,)}[manager]
+        for width in widths:  # the 2/4/4 tree holds smaller ids than the 3/4/4/4/4 tree
+            depth = 2 if width == 2 else 4
+            for level1 in (n for n in top if len(n) == width and n.isdigit()):
+                yield from self._walk_digits(f"{self.root}/{level1}", level1, depth - 1)
+
+    def _walk_digits(self, path: str, digits: str, levels_left: int) -> Iterator[LedgerId]:
+        children = sorted(self._children(path))
+        if levels_left == 0:
+            ids = sorted(int(digits + n[1:]) for n in children if n.startswith("L") and n[1:].isdigit())
+            yield from (LedgerId(0, i) for i in ids)
+            return
+        for child in (c for c in children if c.isdigit()):
+            yield from self._walk_digits(f"{path}/{child}", digits + child, levels_left - 1)
+
+    def _walk_scoped(self, path: str, parts: list[str], level: int) -> Iterator[LedgerId]:
+        if level < len(parts):
+            yield from self._walk_scoped(f"{path}/{parts[level]}", parts, level + 1)
+            return
+        children = sorted(self._children(path))
+        if level == 7:
+            for leaf in (c for c in children if c.startswith("L")):
+                yield LedgerId.from_qualified_name("".join(parts) + leaf[1:])
+            return
+        for child in children:
+            yield from self._walk_scoped(f"{path}/{child}", [*parts, child], level + 1)
+
+    def watch_ledger(self, ledger, callback):
+        stopped = threading.Event()
+
+        def on_change(data, stat, event=None):
+            if stopped.is_set():
+                return False
+            callback(None if data is None else Versioned(self._parse(ledger, data), stat.version))
+            return data is not None
+
+        self.zk.DataWatch(self.ledger_path(ledger), on_change)
+        return stopped.set
+
+    # -- bookies -------------------------------------------------------------------------------------
+    def _bookie_path(self, bookie_id: str, read_only: bool) -> str:
+        return self._path(lay.AVAILABLE_NODE, *([lay.READONLY] if read_only else []), bookie_id)
+
+    def register_bookie(self, bookie_id: str, read_only: bool, endpoint: tuple[str, int]) -> None:
+        info = BookieServiceInfoFormat()
+        info.endpoints.add(id="grpc", host=endpoint[0], port=endpoint[1], protocol="grpc")
+        info.properties["readOnly"] = str(read_only).lower()
+        data = info.SerializeToString()
+        path = self._bookie_path(bookie_id, read_only)
+        self._wait_stale_registration(path)
+        try:
+            self.zk.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            raise BKZKException(f"bookie {bookie_id} is already registered at {path} by a live session: "
+                                "is another bookie running with the same id?") from None
+        with self._lock:
+            self._registrations[(bookie_id, read_only)] = data
+        log.info("registered bookie %s at %s", bookie_id, path)
+
+    def _wait_stale_registration(self, path: str) -> None:
+        """A node left by our previous (crashed) process goes when its session expires: wait for that."""
+        deadline = time.monotonic() + 2 * self.zk_timeout_ms / 1000.0 + 5
+        while time.monotonic() < deadline:
+            stat = self.zk.exists(path)
+            if stat is None or stat.ephemeralOwner == self.zk.client_id[0]:
+                if stat is not None:
+                    self.zk.delete(path)
+                return
+            log.info("waiting for the stale registration %s to expire", path)
+            time.sleep(0.2)
+
+    def unregister_bookie(self, bookie_id: str, read_only: bool) -> None:
+        with self._lock:
+            self._registrations.pop((bookie_id, read_only), None)
+        try:
+            self.zk.delete(self._bookie_path(bookie_id, read_only))
+        except NoNodeError:
+            pass
+
+    def _on_state(self, state) -> None:
+        # Ephemeral registrations vanish with an expired session; put them back once reconnected.
+        if state == KazooState.CONNECTED and self._registrations:
+            threading.Thread(target=self._reregister, daemon=True).start()
+
+    def _reregister(self) -> None:
+        with self._lock:
+            registrations = dict(self._registrations)
+        for (bookie_id, read_only), data in registrations.items():
+            try:
+                self.zk.create(self._bookie_path(bookie_id, read_only), data, ephemeral=True, makepath=True)
+                log.info("re-registered bookie %s after a session loss", bookie_id)
+            except NodeExistsError:
+                pass
+            except KazooException:
+                log.exception("re-registration of %s failed", bookie_id)
+
+    def bookies(self, read_only: bool = False) -> list[str]:
+        children = self._children(self._path(lay.AVAILABLE_NODE, *([lay.READONLY] if read_only else [])))
+        return sorted(c for c in children if c != lay.READONLY)
+
+    def watch_bookies(self, callback) -> None:
+        state = {"rw": [], "ro": []}
+
+        def notify(key):
+            def on_children(children):
+                state[key] = sorted(c for c in children if c != lay.READONLY)
+                callback(state["rw"], state["ro"])
+            return on_children
+
+        self.zk.ensure_path(self._path(lay.AVAILABLE_NODE, lay.READONLY))
+        self.zk.ChildrenWatch(self._path(lay.AVAILABLE_NODE), notify("rw"))
+        self.zk.ChildrenWatch(self._path(lay.AVAILABLE_NODE, lay.READONLY), notify("ro"))
+
+    def read_cookie(self, bookie_id: str) -> Versioned[Cookie] | None:
+        path = self._path(lay.COOKIE_NODE, bookie_id)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return Versioned(Cookie.decode(data.decode(), f"zookeeper {path}"), stat.version)
+
+    def write_cookie(self, bookie_id: str, cookie: Cookie, version: int | None) -> None:
+        path = self._path(lay.COOKIE_NODE, bookie_id)
+        try:
+            if version is None:
+                self.zk.create(path, cookie.encode().encode(), makepath=True)
+            else:
+                self.zk.set(path, cookie.encode().encode(), version=version)
+        except (NodeExistsError, BadVersionError):
+            raise BKMetadataVersionException(f"cookie of bookie {bookie_id} changed concurrently") from None
+
+    def delete_cookie(self, bookie_id: str) -> None:
+        try:
+            self.zk.delete(self._path(lay.COOKIE_NODE, bookie_id))
+        except NoNodeError:
+            pass
+
+    def close(self) -> None:
+        self.zk.remove_listener(self._on_state)
+        self.zk.stop()
+        self.zk.close()

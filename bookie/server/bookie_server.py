@@ -1,0 +1,96 @@
+"""The bookie process (``bk bookie``): storage engine + gRPC service + ZooKeeper registration.
+
+Start-up, in BookKeeper's order: directory checks, cookie validation (local and in ZooKeeper), journal
+replay, threads, gRPC on 127.0.0.1, then registration as ``<root>/available/<bookieId>`` (ephemeral;
+``available/readonly/<bookieId>`` while read-only). SIGTERM or SIGINT: stop taking requests, drain
+and checkpoint, deregister, exit 0. SIGKILL loses nothing acknowledged: the journal is replayed.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+
+import grpc
+
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
+from bookie.server.bookie import Bookie
+from bookie.server.conf import ConfigurationError, ServerConfiguration
+from bookie.server.request_processor import BookieServicer
+
+log = logging.getLogger(__name__)
+
+
+class BookieServer:
+    def __init__(self, conf: ServerConfiguration):
+        if not conf["metadataServiceUri"]:
+            raise ConfigurationError("metadataServiceUri is not set: a bookie registers in ZooKeeper, "
+                                     "e.g. zk://127.0.0.1:2181/ledgers")
+        self.conf = conf
+        self.bookie_id = conf.bookie_id
+        self.store: ZKMetadataStore | None = None
+        self.bookie: Bookie | None = None
+        self.server: grpc.aio.Server | None = None
+        self._registered_read_only: bool | None = None
+        self._registration_lock = threading.Lock()
+
+    async def start(self) -> None:
+        conf = self.conf
+        self.store = ZKMetadataStore(conf["metadataServiceUri"], conf["zkTimeout"])
+        instance_id = self.store.instance_id()
+        registered = self.store.read_cookie(self.bookie_id)
+        self.bookie = Bookie(conf).start(instance_id, registered.value if registered else None)
+        if registered is None:
+            self.store.write_cookie(self.bookie_id, self.bookie.cookie, None)
+        limit = conf["nettyMaxFrameSizeBytes"]
+        self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                               ("grpc.max_send_message_length", limit + (1 << 20)),
+                                               ("grpc.so_reuseport", 0)])
+        pb_grpc.add_BookieServicer_to_server(BookieServicer(self.bookie), self.server)
+        port = conf["bookiePort"]
+        if self.server.add_insecure_port(f"127.0.0.1:{port}") != port:
+            raise OSError(f"cannot listen on 127.0.0.1:{port}")
+        await self.server.start()
+        self._register(self.bookie.read_only)
+        self.bookie.add_state_listener(self._register)
+        log.info("bookie %s serving on 127.0.0.1:%d (%s)", self.bookie_id, port,
+                 "read-only" if self.bookie.read_only else "writable")
+
+    def _register(self, read_only: bool) -> None:
+        """Register as writable or read-only (moving the ephemeral node when the state changes)."""
+        with self._registration_lock:
+            if self._registered_read_only == read_only:
+                return
+            if self._registered_read_only is not None:
+                self.store.unregister_bookie(self.bookie_id, self._registered_read_only)
+            self.store.register_bookie(self.bookie_id, read_only, ("127.0.0.1", self.conf["bookiePort"]))
+            self._registered_read_only = read_only
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace=2)
+        if self.store is not None and self._registered_read_only is not None:
+            self.store.unregister_bookie(self.bookie_id, self._registered_read_only)
+        if self.bookie is not None:
+            self.bookie.shutdown()
+        if self.store is not None:
+            self.store.close()
+        log.info("bookie %s stopped", self.bookie_id)
+
+
+async def serve(conf: ServerConfiguration, ready=None) -> None:
+    """Run a bookie until SIGTERM or SIGINT."""
+    server = BookieServer(conf)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+        if ready is not None:
+            ready(server)
+        await stop.wait()
+    finally:
+        await server.stop()

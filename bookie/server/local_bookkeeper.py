@@ -1,0 +1,148 @@
+"""A local cluster on loopback: a real ZooKeeper server and N bookie processes (LocalBookKeeper).
+
+``bk local`` runs one until Ctrl-C; the test fixtures use the same class to kill (SIGKILL) and restart
+bookies. Every process it starts runs in its own process group and is stopped by its PID.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.meta.zookeeper_server import ZooKeeperServer
+from bookie.util.processes import free_port, stop_process, tail
+
+# Shorter than BookKeeper's defaults where a local cluster wants it, and nothing else.
+LOCAL_BOOKIE_SETTINGS = {"zkTimeout": 4000, "journalMaxGroupWaitMSec": 1, "diskCheckInterval": 5000}
+
+
+@dataclass
+class LocalBookie:
+    index: int
+    port: int
+    directory: str
+    proc: subprocess.Popen | None = None
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def bookie_id(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def conf_path(self) -> str:
+        return os.path.join(self.directory, "bk_server.conf")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.directory, "bookie.log")
+
+    @property
+    def journal_dir(self) -> str:
+        return os.path.join(self.directory, "journal")
+
+    @property
+    def ledger_dir(self) -> str:
+        return os.path.join(self.directory, "ledgers")
+
+
+class LocalBookKeeper:
+    def __init__(self, num_bookies: int = 3, base_dir: str | None = None, zk_port: int = 0,
+                 zookeeper: ZooKeeperServer | None = None, root: str = "/ledgers", tick_time: int = 2000,
+                 bookie_settings: dict | None = None):
+        self.base_dir = base_dir or tempfile.mkdtemp(prefix="bk-local-")
+        self._own_zk = zookeeper is None
+        self.zookeeper = zookeeper or ZooKeeperServer(os.path.join(self.base_dir, "zookeeper"), zk_port, tick_time)
+        self.root = root
+        self.settings = {**LOCAL_BOOKIE_SETTINGS, **(bookie_settings or {})}
+        self.bookies = [LocalBookie(i, free_port(), os.path.join(self.base_dir, f"bookie-{i}"))
+                        for i in range(num_bookies)]
+
+    @property
+    def metadata_service_uri(self) -> str:
+        return f"zk://{self.zookeeper.connect_string}{self.root}"
+
+    def start(self, timeout: float = 60.0) -> "LocalBookKeeper":
+        if self._own_zk:
+            self.zookeeper.start()
+        try:
+            with ZKMetadataStore(self.metadata_service_uri) as store:
+                store.init_new_cluster()
+            for bookie in self.bookies:
+                self.start_bookie(bookie.index, wait=False)
+            for bookie in self.bookies:
+                self.wait_registered(bookie.index, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def add_bookie(self, **settings) -> LocalBookie:
+        bookie = LocalBookie(len(self.bookies), free_port(), os.path.join(self.base_dir, f"bookie-{len(self.bookies)}"))
+        self.bookies.append(bookie)
+        self.start_bookie(bookie.index, **settings)
+        return bookie
+
+    def start_bookie(self, index: int, wait: bool = True, **settings) -> LocalBookie:
+        """(Re)start bookie ``index`` with its own directories and port; extra settings go in its conf."""
+        bookie = self.bookies[index]
+        os.makedirs(bookie.directory, exist_ok=True)
+        bookie.settings.update(settings)
+        values = {**self.settings, **bookie.settings, "bookiePort": bookie.port,
+                  "journalDirectories": bookie.journal_dir, "ledgerDirectories": bookie.ledger_dir,
+                  "metadataServiceUri": self.metadata_service_uri}
+        with open(bookie.conf_path, "w") as f:
+            f.writelines(f"{k}={','.join(v) if isinstance(v, list) else v}\n" for k, v in values.items())
+        with open(bookie.log_path, "ab") as log:
+            bookie.proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "bookie", "--conf", bookie.conf_path],
+                                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           start_new_session=True, env=_child_env())
+        if wait:
+            self.wait_registered(index)
+        return bookie
+
+    def wait_registered(self, index: int, timeout: float = 60.0) -> None:
+        bookie = self.bookies[index]
+        deadline = time.monotonic() + timeout
+        with ZKMetadataStore(self.metadata_service_uri) as store:
+            while time.monotonic() < deadline:
+                if bookie.proc.poll() is not None:
+                    raise RuntimeError(f"bookie {bookie.bookie_id} exited with code {bookie.proc.returncode}:\n"
+                                       f"{tail(bookie.log_path)}")
+                if bookie.bookie_id in store.bookies() + store.bookies(read_only=True):
+                    return
+                time.sleep(0.05)
+        raise RuntimeError(f"bookie {bookie.bookie_id} did not register within {timeout:.0f} s:\n{tail(bookie.log_path)}")
+
+    def kill_bookie(self, index: int, sig: int = signal.SIGKILL) -> int:
+        """Stop bookie ``index`` by PID with ``sig`` (SIGKILL: a crash; SIGTERM: a clean stop)."""
+        bookie = self.bookies[index]
+        if bookie.proc is None:
+            return 0
+        code = stop_process(bookie.proc, sig=sig)
+        bookie.proc = None
+        return code
+
+    def stop(self) -> None:
+        for bookie in self.bookies:
+            if bookie.proc is not None:
+                self.kill_bookie(bookie.index, signal.SIGTERM)
+        if self._own_zk:
+            self.zookeeper.stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _child_env() -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+

@@ -1,0 +1,238 @@
+"""The bookie's gRPC service: v3 request semantics over the storage engine (BookieRequestProcessor).
+
+Runs on a ``grpc.aio`` event loop. Adds arrive as batches on a bidirectional stream; each batch is
+handed to the engine at once and answered when its journal group is fsynced, so many batches of a
+stream are in flight together. A stream's unacknowledged bytes are bounded (MAX_STREAM_INFLIGHT): past
+that the bookie stops reading the stream and gRPC flow control holds the client back. A full
+journal queue is answered ETOOMANYREQUESTS. Reads run in a thread pool.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
+from bookie.proto import availability
+from bookie.proto import entry_format as ef
+from bookie.proto import status
+from bookie.server.bookie import Bookie
+from bookie.server.exceptions import BadRequestException, BookieException, NoEntryException
+
+log = logging.getLogger(__name__)
+
+MAX_STREAM_INFLIGHT = 64 << 20
+DEFAULT_RANGE_MESSAGE_BYTES = 4 << 20
+DEFERRED_SYNC = 0x1
+_END = object()
+
+
+def _ledger(request) -> LedgerId:
+    ledger = LedgerId(request.ledgerScopeId, request.ledgerId)
+    if ledger.scope_id < 0 or ledger.ledger_id < 0:
+        raise BadRequestException(f"ledger id {ledger.scope_id}/{ledger.ledger_id} is negative")
+    return ledger
+
+
+def _failure(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, BookieException):
+        return exc.status, str(exc)
+    log.exception("request failed", exc_info=exc)
+    return status.EIO, f"{type(exc).__name__}: {exc}"
+
+
+class BookieServicer(pb_grpc.BookieServicer):
+    def __init__(self, bookie: Bookie, max_range_message_bytes: int = DEFAULT_RANGE_MESSAGE_BYTES):
+        self.bookie = bookie
+        self.max_range_message_bytes = max_range_message_bytes
+
+    # -- adds --------------------------------------------------------------------------------------
+    async def AddEntries(self, request_iterator, context):
+        responses: asyncio.Queue = asyncio.Queue()
+        room = asyncio.Event()
+        room.set()
+        state = {"inflight": 0, "pending": 0, "done": False}
+
+        def finished(request: pb.AddRequest, size: int, future: asyncio.Future) -> None:
+            state["inflight"] -= size
+            state["pending"] -= 1
+            if state["inflight"] < MAX_STREAM_INFLIGHT:
+                room.set()
+            exc = future.exception()
+            if exc is None:
+                ids = future.result()
+                responses.put_nowait(pb.AddResponse(txnId=request.txnId, status=status.EOK, ledgerScopeId=request.ledgerScopeId,
+                                                    ledgerId=request.ledgerId, firstEntryId=ids[0], lastEntryId=ids[-1],
+                                                    entryCount=len(ids)))
+            else:
+                responses.put_nowait(self._add_error(request, *_failure(exc)))
+            if state["done"] and state["pending"] == 0:
+                responses.put_nowait(_END)
+
+        async def read_requests() -> None:
+            try:
+                async for request in request_iterator:
+                    await room.wait()
+                    try:
+                        if request.writeFlags & DEFERRED_SYNC:
+                            raise BadRequestException("DEFERRED_SYNC writes are not supported by this bookie")
+                        future = self.bookie.add_entries(_ledger(request), request.masterKey, request.entries,
+                                                         recovery=request.flag == pb.AddRequest.RECOVERY_ADD)
+                    except Exception as exc:
+                        responses.put_nowait(self._add_error(request, *_failure(exc)))
+                        continue
+                    size = len(request.entries)
+                    state["inflight"] += size
+                    state["pending"] += 1
+                    if state["inflight"] >= MAX_STREAM_INFLIGHT:
+                        room.clear()
+                    wrapped = asyncio.wrap_future(future)
+                    wrapped.add_done_callback(lambda f, r=request, n=size: finished(r, n, f))
+            finally:
+                state["done"] = True
+                if state["pending"] == 0:
+                    responses.put_nowait(_END)
+
+        reader = asyncio.ensure_future(read_requests())
+        try:
+            while True:
+                response = await responses.get()
+                if response is _END:
+                    break
+                yield response
+        finally:
+            reader.cancel()
+
+    @staticmethod
+    def _add_error(request: pb.AddRequest, code: int, message: str) -> pb.AddResponse:
+        return pb.AddResponse(txnId=request.txnId, status=code, ledgerScopeId=request.ledgerScopeId,
+                              ledgerId=request.ledgerId, message=message)
+
+    # -- reads -------------------------------------------------------------------------------------
+    async def _run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    async def ReadEntry(self, request: pb.ReadRequest, context) -> pb.ReadResponse:
+        response = pb.ReadResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId,
+                                   entryId=request.entryId)
+        try:
+            ledger = _ledger(request)
+            if request.flag == pb.ReadRequest.FENCE_LEDGER:
+                if not request.masterKey:
+                    raise BadRequestException(f"fence of ledger {ledger} without a master key")
+                # Answered only once the fence is fsynced in the journal.
+                await asyncio.wrap_future(self.bookie.fence_ledger(ledger, request.masterKey))
+            if request.HasField("previousLAC"):
+                return await self._long_poll(request, ledger, response)
+            body = await self._run(self.bookie.read_entry, ledger, request.entryId)
+            response.body = body
+            response.entryId = ef.peek_ids(body, 0)[2]
+            response.maxLAC = self.bookie.last_add_confirmed(ledger)
+            response.status = status.EOK
+        except Exception as exc:
+            response.status, response.message = _failure(exc)
+        return response
+
+    async def _long_poll(self, request: pb.ReadRequest, ledger: LedgerId, response: pb.ReadResponse) -> pb.ReadResponse:
+        """Answer once the ledger's LAC passes ``previousLAC`` or ``timeOut`` ms have gone by."""
+        piggyback = request.flag == pb.ReadRequest.ENTRY_PIGGYBACK
+        if piggyback and request.entryId != -1:
+            raise BadRequestException("ENTRY_PIGGYBACK long poll needs entryId -1")
+        previous = request.previousLAC
+        if self.bookie.last_add_confirmed(ledger) <= previous:
+            woke = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            stop = self.bookie.watch_lac(ledger, lambda lac: loop.call_soon_threadsafe(woke.set))
+            try:
+                if self.bookie.last_add_confirmed(ledger) <= previous:
+                    await asyncio.wait_for(woke.wait(), request.timeOut / 1000.0)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                stop()
+        lac = self.bookie.last_add_confirmed(ledger)
+        response.maxLAC = lac
+        response.lacUpdateTimestamp = int(time.time() * 1000)
+        response.status = status.EOK
+        if piggyback and lac > previous:
+            response.entryId = previous + 1
+            try:
+                response.body = await self._run(self.bookie.read_entry, ledger, previous + 1)
+            except NoEntryException:
+                pass  # striped to other bookies: the LAC alone is the answer
+        return response
+
+    async def ReadEntries(self, request: pb.ReadRangeRequest, context):
+        first, last = request.firstEntryId, request.lastEntryId
+        budget = request.maxBytesPerMessage or self.max_range_message_bytes
+        try:
+            ledger = _ledger(request)
+            if first < 0 or last < first:
+                raise BadRequestException(f"bad range {first}..{last} of ledger {ledger}")
+            while True:
+                blob, count, covered = await self._run(self.bookie.read_entries, ledger, first, last, budget)
+                yield pb.ReadRangeResponse(status=status.EOK, entries=blob, entryCount=count, lastEntryIdCovered=covered,
+                                           maxLAC=self.bookie.last_add_confirmed(ledger))
+                if covered < first or covered >= last:
+                    return
+                first = covered + 1
+        except Exception as exc:
+            code, message = _failure(exc)
+            yield pb.ReadRangeResponse(status=code, message=message, lastEntryIdCovered=first - 1)
+
+    # -- LAC, force, info --------------------------------------------------------------------------
+    async def WriteLac(self, request: pb.WriteLacRequest, context) -> pb.WriteLacResponse:
+        response = pb.WriteLacResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
+        try:
+            await asyncio.wrap_future(self.bookie.set_explicit_lac(_ledger(request), request.masterKey, request.body))
+            response.status = status.EOK
+        except Exception as exc:
+            response.status, response.message = _failure(exc)
+        return response
+
+    async def ReadLac(self, request: pb.ReadLacRequest, context) -> pb.ReadLacResponse:
+        response = pb.ReadLacResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
+        try:
+            ledger = _ledger(request)
+            found = False
+            for field, read in (("lacBody", lambda: self.bookie.explicit_lac(ledger)),
+                                ("lastEntryBody", lambda: self.bookie.read_entry(ledger, -1))):
+                try:
+                    setattr(response, field, await self._run(read))
+                    found = True
+                except NoEntryException:
+                    pass
+            response.status = status.EOK if found else status.ENOENTRY
+        except Exception as exc:
+            response.status, response.message = _failure(exc)
+        return response
+
+    async def ForceLedger(self, request: pb.ForceLedgerRequest, context) -> pb.ForceLedgerResponse:
+        response = pb.ForceLedgerResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
+        try:
+            await asyncio.wrap_future(self.bookie.force_ledger(_ledger(request)))
+            response.status = status.EOK
+        except Exception as exc:
+            response.status, response.message = _failure(exc)
+        return response
+
+    async def GetBookieInfo(self, request: pb.GetBookieInfoRequest, context) -> pb.GetBookieInfoResponse:
+        total, free = self.bookie.disk_info()
+        response = pb.GetBookieInfoResponse(status=status.EOK, readOnly=self.bookie.read_only)
+        if request.requested & pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY:
+            response.totalDiskCapacity = total
+        if request.requested & pb.GetBookieInfoRequest.FREE_DISK_SPACE:
+            response.freeDiskSpace = free
+        return response
+
+    async def GetListOfEntriesOfLedger(self, request, context) -> pb.GetListOfEntriesOfLedgerResponse:
+        response = pb.GetListOfEntriesOfLedgerResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
+        try:
+            ids = await self._run(self.bookie.stored_entry_ids, _ledger(request))
+            response.availabilityOfEntriesOfLedger = availability.encode(ids)
+            response.status = status.EOK
+        except Exception as exc:
+            response.status, response.message = _failure(exc)
+        return response

@@ -1,0 +1,1 @@
+"""Process helpers shared by servers, the local cluster and tests."""

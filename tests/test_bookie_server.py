@@ -1,0 +1,217 @@
+"""Bookie processes over gRPC with a real ZooKeeper: every request type, fencing, long poll,
+read-only, registration, cookies, and bad requests."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+
+from bookie.client.bookie_client import BookieClient
+from bookie.client.exceptions import BKBookieHandleNotAvailableException
+from bookie.ledger_id import LedgerId
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.proto import availability, entry_format as ef, status
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto.checksum import DigestManager, generate_master_key
+
+PASSWORD = b"pw"
+KEY = generate_master_key(PASSWORD)
+
+
+def entries(ledger: LedgerId, first: int, count: int, lac: int | None = None, size: int = 100) -> bytes:
+    digest = DigestManager(ledger, PASSWORD)
+    lac = first - 1 if lac is None else lac
+    return digest.build_framed(first, lac, 0, [bytes([i % 256]) * size for i in range(first, first + count)])[0]
+
+
+@pytest.fixture
+def one_bookie(cluster):
+    c = cluster(1)
+    client = BookieClient(c.bookies[0].bookie_id)
+    yield c, client
+    client.close()
+
+
+def test_every_request_type_round_trips(one_bookie):
+    c, client = one_bookie
+    ledger = LedgerId(0, 10)
+    digest = DigestManager(ledger, PASSWORD)
+    futures = [client.add(ledger, KEY, entries(ledger, i * 50, 50)) for i in range(4)]
+    responses = [f.result(10) for f in futures]
+    assert [(r.status, r.firstEntryId, r.lastEntryId, r.entryCount) for r in responses] == \
+           [(status.EOK, i * 50, i * 50 + 49, 50) for i in range(4)]
+
+    one = client.read_entry(ledger, 123)
+    assert one.status == status.EOK and digest.verify(one.body, 123)[1].tobytes() == bytes([123]) * 100
+    last = client.read_entry(ledger, -1)
+    assert last.status == status.EOK and last.entryId == 199 and last.maxLAC == 149  # piggybacked by 150..199
+
+    ids = []
+    for message in client.read_entries(ledger, 0, 199, max_bytes=4096):
+        assert message.status == status.EOK
+        ids += [digest.verify(f)[0].entry_id for f in ef.iter_frames(message.entries)]
+    assert ids == list(range(200))
+
+    assert client.write_lac(ledger, KEY, 199, digest.build_lac(199)).status == status.EOK
+    lac = client.read_lac(ledger)
+    assert lac.status == status.EOK and digest.verify_lac(lac.lacBody) == 199
+    assert digest.verify(lac.lastEntryBody, 199)
+    assert client.read_entry(ledger, 0).maxLAC == 199  # the explicit LAC raised the bookie's LAC
+
+    assert client.force_ledger(ledger).status == status.EOK
+    info = client.bookie_info()
+    assert info.status == status.EOK and 0 < info.freeDiskSpace < info.totalDiskCapacity and not info.readOnly
+    listing = client.list_entries(ledger)
+    assert listing.status == status.EOK and availability.decode(listing.availabilityOfEntriesOfLedger) == list(range(200))
+
+
+def test_missing_things_are_told_apart(one_bookie):
+    _, client = one_bookie
+    assert client.read_entry(LedgerId(0, 99), 0).status == status.ENOLEDGER
+    ledger = LedgerId(0, 11)
+    client.add(ledger, KEY, entries(ledger, 0, 1)).result(10)
+    assert client.read_entry(ledger, 5).status == status.ENOENTRY
+    assert client.read_lac(LedgerId(0, 98)).status == status.ENOLEDGER
+
+
+def test_wrong_master_key_is_refused(one_bookie):
+    _, client = one_bookie
+    ledger = LedgerId(0, 12)
+    assert client.add(ledger, KEY, entries(ledger, 0, 2)).result(10).status == status.EOK
+    refused = client.add(ledger, generate_master_key(b"wrong"), entries(ledger, 2, 1)).result(10)
+    assert refused.status == status.EUA and "master key" in refused.message
+    assert client.read_entry(ledger, -1, fence=True, master_key=generate_master_key(b"wrong")).status == status.EUA
+
+
+def test_fence_blocks_adds_survives_restart_and_lets_recovery_add(one_bookie):
+    c, client = one_bookie
+    ledger = LedgerId(0, 13)
+    assert client.add(ledger, KEY, entries(ledger, 0, 5)).result(10).status == status.EOK
+    fenced = client.read_entry(ledger, -1, fence=True, master_key=KEY)
+    assert fenced.status == status.EOK and fenced.entryId == 4  # the fence read returns the last entry
+    assert client.add(ledger, KEY, entries(ledger, 5, 1)).result(10).status == status.EFENCED
+
+    c.kill_bookie(0, signal.SIGKILL)
+    c.start_bookie(0)
+    assert client.add(ledger, KEY, entries(ledger, 5, 1)).result(10).status == status.EFENCED
+    recovery = client.add(ledger, KEY, entries(ledger, 5, 1), recovery=True).result(10)
+    assert recovery.status == status.EOK and recovery.lastEntryId == 5
+    # Fencing a ledger this bookie never saw creates it fenced: the answer is "no entry".
+    assert client.read_entry(LedgerId(0, 14), -1, fence=True, master_key=KEY).status == status.ENOENTRY
+
+
+def test_long_poll_wakes_on_a_new_lac_and_times_out_otherwise(one_bookie):
+    _, client = one_bookie
+    ledger = LedgerId(0, 15)
+    client.add(ledger, KEY, entries(ledger, 0, 3, lac=1)).result(10)
+    start = time.monotonic()
+    quiet = client.read_entry(ledger, -1, previous_lac=1, timeout_ms=300, piggyback=True)
+    assert quiet.status == status.EOK and quiet.maxLAC == 1 and not quiet.body
+    assert time.monotonic() - start >= 0.25
+
+    waiting = client.read_entry_async(ledger, -1, previous_lac=1, timeout_ms=10000, piggyback=True)
+    time.sleep(0.2)
+    assert not waiting.done()
+    client.add(ledger, KEY, entries(ledger, 3, 2, lac=3)).result(10)
+    woke = waiting.result(5)
+    assert woke.maxLAC == 3 and woke.entryId == 2  # the entry after previousLAC rides along
+    assert DigestManager(ledger, PASSWORD).verify(woke.body, 2)
+    bad = client.read_entry(ledger, 7, previous_lac=1, timeout_ms=10, piggyback=True)
+    assert bad.status == status.EBADREQ
+
+
+def test_read_only_both_ways_moves_the_registration(cluster, tmp_path):
+    """The real disk fills past diskUsageThreshold (fallocate) and drains again."""
+    from bookie.server.ledger_dirs_monitor import disk_usage
+    probe = str(tmp_path)
+    total = shutil.disk_usage(probe).total
+    margin = min(256 << 20, shutil.disk_usage(probe).free // 4)
+    threshold = disk_usage(probe) + margin / total
+    c = cluster(1, diskUsageThreshold=round(threshold, 6), diskUsageWarnThreshold=0.0, diskCheckInterval=100)
+    bookie_id = c.bookies[0].bookie_id
+    client = BookieClient(bookie_id)
+    ledger = LedgerId(0, 16)
+    filler = os.path.join(probe, "filler")
+    try:
+        assert client.add(ledger, KEY, entries(ledger, 0, 1)).result(10).status == status.EOK
+        with open(filler, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, 2 * margin)
+        with ZKMetadataStore(c.metadata_service_uri) as store:
+            _wait(lambda: store.bookies(read_only=True) == [bookie_id] and store.bookies() == [])
+            assert client.add(ledger, KEY, entries(ledger, 1, 1)).result(10).status == status.EREADONLY
+            assert client.add(ledger, KEY, entries(ledger, 1, 1), recovery=True).result(10).status == status.EOK
+            assert client.bookie_info().readOnly
+            os.unlink(filler)
+            _wait(lambda: store.bookies() == [bookie_id] and store.bookies(read_only=True) == [])
+            assert client.add(ledger, KEY, entries(ledger, 2, 1)).result(10).status == status.EOK
+    finally:
+        if os.path.exists(filler):
+            os.unlink(filler)
+        client.close()
+
+
+def _wait(condition, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_registration_vanishes_on_sigkill_and_returns_on_restart(cluster):
+    c = cluster(2)
+    with ZKMetadataStore(c.metadata_service_uri) as store:
+        ids = sorted(b.bookie_id for b in c.bookies)
+        assert store.bookies() == ids
+        c.kill_bookie(1, signal.SIGKILL)
+        _wait(lambda: store.bookies() == [c.bookies[0].bookie_id])  # the session expires (zkTimeout 2 s)
+        c.start_bookie(1)
+        assert store.bookies() == ids
+        assert c.kill_bookie(0, signal.SIGTERM) == 0  # a clean stop exits 0 and deregisters at once
+        assert store.bookies() == [c.bookies[1].bookie_id]
+
+
+def test_cookie_mismatches_are_refused(cluster, zookeeper):
+    c = cluster(1)
+    c.kill_bookie(0, signal.SIGTERM)
+    shutil.rmtree(c.bookies[0].journal_dir)  # a wiped journal disk
+    with pytest.raises(RuntimeError, match="no cookie"):
+        c.start_bookie(0)
+
+    other = cluster(1)  # a second cluster: the same bookie dirs under another instance id
+    other.kill_bookie(0, signal.SIGTERM)
+    bookie = other.bookies[0]
+    with open(bookie.conf_path) as f:
+        conf = f.read().replace(other.root, c.root + "-elsewhere")
+    with ZKMetadataStore(f"zk://{zookeeper.connect_string}{c.root}-elsewhere") as store:
+        store.init_new_cluster()
+    with open(bookie.conf_path, "w") as f:
+        f.write(conf)
+    out = subprocess.run([sys.executable, "-m", "bookie.cli.main", "bookie", "--conf", bookie.conf_path],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "instance id" in out.stderr
+
+
+def test_malformed_and_oversized_requests_get_an_error_and_the_bookie_stays_up(one_bookie):
+    c, client = one_bookie
+    ledger = LedgerId(0, 17)
+    garbage = client.add(ledger, KEY, b"\x00\x00\x00\x05hello").result(10)
+    assert garbage.status == status.EBADREQ and "cut short" in garbage.message
+    other = client.add(ledger, KEY, entries(LedgerId(0, 18), 0, 1)).result(10)
+    assert other.status == status.EBADREQ and "belongs to ledger 18" in other.message
+    negative = client.stub.ReadEntry(pb.ReadRequest(ledgerId=-5, entryId=0), timeout=5)
+    assert negative.status == status.EBADREQ
+    assert client.read_entry(ledger, 0, fence=True).status == status.EBADREQ  # a fence needs the master key
+    with pytest.raises(BKBookieHandleNotAvailableException, match="RESOURCE_EXHAUSTED"):
+        client.add(ledger, KEY, entries(ledger, 0, 1, size=6 << 20)).result(10)
+    with pytest.raises(grpc.RpcError) as err:
+        client.stub.ReadEntries(pb.ReadRangeRequest(ledgerId=1, firstEntryId=0, lastEntryId=0,
+                                                    maxBytesPerMessage=1), timeout=5, metadata=[("x", "y" * (1 << 20))]).next()
+    assert err.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL)
+    assert client.add(ledger, KEY, entries(ledger, 0, 3)).result(10).status == status.EOK
+    assert c.bookies[0].proc.poll() is None

@@ -1,0 +1,146 @@
+"""Ledger metadata on a real ZooKeeper, in BookKeeper's layout."""
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from google.protobuf import text_format
+from google.protobuf.internal.decoder import _DecodeVarint32
+
+from bookie.client.exceptions import (BKLedgerExistException, BKMetadataVersionException,
+                                      BKNoSuchLedgerExistsOnMetadataServerException, BKZKException)
+from bookie.ledger_id import LedgerId
+from bookie.meta import layout as lay
+from bookie.meta import ledger_metadata as lm
+from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
+from bookie.meta.service_uri import MetadataServiceUri
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.proto.checksum import DigestType
+from bookie.proto.data_formats_pb2 import LedgerMetadataFormat
+
+
+def metadata(**changes) -> lm.LedgerMetadata:
+    base = lm.LedgerMetadata(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2,
+                             ensembles=((0, ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")),), password=b"pw",
+                             custom_metadata=(("owner", b"etl"),))
+    return lm.LedgerMetadata(**{**base.__dict__, **changes})
+
+
+@pytest.mark.parametrize("ledger,manager,path", [
+    (LedgerId(0, 12345), "hierarchical", "/ledgers/00/0001/L2345"),
+    (LedgerId(0, 12345), "flat", "/ledgers/L0000012345"),
+    (LedgerId(0, 12345), "longhierarchical", "/ledgers/000/0000/0000/0001/L2345"),
+    (LedgerId(0, 1 << 40), "hierarchical", "/ledgers/000/0001/0995/1162/L7776"),
+    (LedgerId(0xABC, 0x12), "hierarchical", "/ledgers/scoped/0000/0000/0000/0abc/0000/0000/0000/L0012"),
+])
+def test_ledger_paths(ledger, manager, path):
+    assert lay.ledger_path("/ledgers", manager, ledger) == path
+    assert lay.parse_ledger_path("/ledgers", path) == ledger
+
+
+def test_metadata_serde_v3_and_v2():
+    md = metadata(state=lm.LedgerState.CLOSED, last_entry_id=41, length=4200, digest_type=DigestType.MAC)
+    data = lm.serialize(md)
+    assert data.startswith(b"BookieMetadataFormatVersion\t3\n")
+    assert lm.parse(data) == md
+    body = data[len(b"BookieMetadataFormatVersion\t3\n"):]
+    size, start = _DecodeVarint32(body, 0)
+    assert start + size == len(body)
+    fmt = LedgerMetadataFormat.FromString(body[start:])
+    assert fmt.quorumSize == 2 and fmt.state == LedgerMetadataFormat.CLOSED and fmt.segment[0].firstEntryId == 0
+    v2 = b"BookieMetadataFormatVersion\t2\n" + text_format.MessageToString(fmt).encode()
+    assert lm.parse(v2) == md
+    with pytest.raises(ValueError):
+        lm.parse(b"BookieMetadataFormatVersion\t1\nwhatever")
+
+
+def test_service_uri():
+    uri = MetadataServiceUri.parse("zk+longhierarchical://h1:2181,h2:2182/ledgers/")
+    assert (uri.hosts, uri.root, uri.layout) == ("h1:2181,h2:2182", "/ledgers", "longhierarchical")
+    for bad in ("", "http://h:1/ledgers", "zk://h:1", "zk://h/ledgers", "zk+weird://h:1/x"):
+        with pytest.raises(ValueError, match="expected zk://host:port"):
+            MetadataServiceUri.parse(bad)
+
+
+def test_init_new_cluster_writes_bookkeepers_nodes(metadata_store):
+    zk, root = metadata_store.zk, metadata_store.root
+    assert zk.get(f"{root}/LAYOUT")[0] == b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
+    assert uuid.UUID(zk.get(f"{root}/INSTANCEID")[0].decode())
+    assert zk.exists(f"{root}/available/readonly")
+    assert metadata_store.init_new_cluster() is False  # idempotent
+
+
+def test_create_read_cas_update_delete(metadata_store):
+    ledger = LedgerId(0, 7)
+    md = metadata()
+    assert metadata_store.create_ledger(ledger, md).version == 0
+    with pytest.raises(BKLedgerExistException):
+        metadata_store.create_ledger(ledger, metadata())
+    assert metadata_store.create_ledger(ledger, md).version == 0  # a resent create with the same token succeeded
+    read = metadata_store.read_ledger(ledger)
+    assert read.value == md and read.version == 0
+    closed = md.with_state(lm.LedgerState.CLOSED, 9, 900)
+    assert metadata_store.write_ledger(ledger, closed, 0).version == 1
+    with pytest.raises(BKMetadataVersionException):  # a writer with the old version loses
+        metadata_store.write_ledger(ledger, md.with_state(lm.LedgerState.IN_RECOVERY), 0)
+    assert metadata_store.read_ledger(ledger).value.state is lm.LedgerState.CLOSED
+    metadata_store.delete_ledger(ledger)
+    with pytest.raises(BKNoSuchLedgerExistsOnMetadataServerException):
+        metadata_store.read_ledger(ledger)
+
+
+def test_iteration_covers_short_long_and_scoped_ids(metadata_store):
+    short = [LedgerId(0, i) for i in (1, 2, 10_001, 99_999_999)]
+    long = [LedgerId(0, (1 << 31) + 5), LedgerId(0, 1 << 50)]
+    scoped = [LedgerId(5, 1), LedgerId(5, 2), LedgerId(6, 1)]
+    for ledger in short + long + scoped:
+        metadata_store.create_ledger(ledger, metadata())
+    assert list(metadata_store.iterate_ledgers()) == short + long
+    assert list(metadata_store.iterate_ledgers(5)) == scoped[:2]
+    assert list(metadata_store.iterate_ledgers(None)) == short + long + scoped
+
+
+def test_flat_layout(zookeeper):
+    with ZKMetadataStore(f"zk+flat://{zookeeper.connect_string}/flat-{uuid.uuid4().hex[:6]}") as store:
+        store.init_new_cluster()
+        for i in (3, 1):
+            store.create_ledger(LedgerId(0, i), metadata())
+        assert store.zk.exists(f"{store.root}/L0000000003")
+        assert list(store.iterate_ledgers()) == [LedgerId(0, 1), LedgerId(0, 3)]
+    with pytest.raises(BKZKException, match="uses flat"):
+        ZKMetadataStore(f"zk+hierarchical://{zookeeper.connect_string}{store.root}").manager
+
+
+def test_ledger_ids_from_zookeeper(metadata_store):
+    ids = [metadata_store.generate_ledger_id() for _ in range(5)]
+    assert ids == sorted(set(ids)) and ids[0] >= 0
+    assert not metadata_store.zk.get_children(f"{metadata_store.root}/idgen")  # id znodes are deleted at once
+    long_ids = [ZkLedgerIdGenerator(metadata_store.zk, metadata_store.root).generate_long() for _ in range(3)]
+    assert all(i > lay.MAX_SHORT_ID for i in long_ids) and long_ids == sorted(set(long_ids))
+
+
+def test_watch_sees_updates_and_deletion(metadata_store):
+    ledger = LedgerId(0, 8)
+    versioned = metadata_store.create_ledger(ledger, metadata())
+    seen, changed = [], threading.Event()
+
+    def on_change(value):
+        seen.append(None if value is None else value.version)
+        changed.set()
+    stop = metadata_store.watch_ledger(ledger, on_change)
+    metadata_store.write_ledger(ledger, versioned.value.with_state(lm.LedgerState.CLOSED, 0, 1), 0)
+    metadata_store.delete_ledger(ledger)
+    for _ in range(50):
+        if seen[-1:] == [None]:
+            break
+        changed.wait(0.1)
+        changed.clear()
+    assert seen[0] == 0 and seen[-1] is None and 1 in seen
+    stop()
+
+
+def test_unreachable_zookeeper_is_a_clear_error():
+    from bookie.util.processes import free_port
+    with pytest.raises(BKZKException, match="not reachable"):
+        ZKMetadataStore(f"zk://127.0.0.1:{free_port()}/ledgers", connect_timeout=1.0)
