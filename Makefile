@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/journal.py
+	$(PY) bench/bookie_add.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

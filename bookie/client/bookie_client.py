@@ -63,11 +63,12 @@ class _AddStream:
     def _receive(self) -> None:
         error: Exception | None = None
         try:
-            for response in self.responses:
-                with self.lock:
-                    future = self.pending.pop(response.txnId, None)
-                if future is not None:
-                    future.set_result(response)
+            for message in self.responses:
+                for response in message.responses:
+                    with self.lock:
+                        future = self.pending.pop(response.txnId, None)
+                    if future is not None:
+                        future.set_result(response)
             error = BKBookieHandleNotAvailableException(f"add stream to bookie {self.client.bookie_id} ended")
         except grpc.RpcError as exc:
             error = transport_error(self.client.bookie_id, "add", exc)

@@ -24,53 +24,55 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x62ookie/proto/bookkeeper.proto\x12\x10\x62ookkeeper.proto\"\xd1\x01\n\nAddRequest\x12\r\n\x05txnId\x18\x01 \x01(\x04\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x11\n\tmasterKey\x18\x04 \x01(\x0c\x12/\n\x04\x66lag\x18\x05 \x01(\x0e\x32!.bookkeeper.proto.AddRequest.Flag\x12\x12\n\nwriteFlags\x18\x06 \x01(\x05\x12\x0f\n\x07\x65ntries\x18\x07 \x01(\x0c\"\"\n\x04\x46lag\x12\x08\n\x04NONE\x10\x00\x12\x10\n\x0cRECOVERY_ADD\x10\x01\"\xc3\x01\n\x0b\x41\x64\x64Response\x12\r\n\x05txnId\x18\x01 \x01(\x04\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x03 \x01(\x03\x12\x10\n\x08ledgerId\x18\x04 \x01(\x03\x12\x14\n\x0c\x66irstEntryId\x18\x05 \x01(\x03\x12\x13\n\x0blastEntryId\x18\x06 \x01(\x03\x12\x12\n\nentryCount\x18\x07 \x01(\x05\x12\x0f\n\x07message\x18\x08 \x01(\t\"\x80\x02\n\x0bReadRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\x12\x0f\n\x07\x65ntryId\x18\x03 \x01(\x03\x12\x30\n\x04\x66lag\x18\x04 \x01(\x0e\x32\".bookkeeper.proto.ReadRequest.Flag\x12\x11\n\tmasterKey\x18\x05 \x01(\x0c\x12\x18\n\x0bpreviousLAC\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x0f\n\x07timeOut\x18\x07 \x01(\x03\"7\n\x04\x46lag\x12\x08\n\x04NONE\x10\x00\x12\x10\n\x0c\x46\x45NCE_LEDGER\x10\x01\x12\x13\n\x0f\x45NTRY_PIGGYBACK\x10\x02\x42\x0e\n\x0c_previousLAC\"\xc1\x01\n\x0cReadResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07\x65ntryId\x18\x04 \x01(\x03\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\x12\x0e\n\x06maxLAC\x18\x06 \x01(\x03\x12\x1a\n\x12lacUpdateTimestamp\x18\x07 \x01(\x03\x12\x0f\n\x07message\x18\x08 \x01(\t\"\x82\x01\n\x10ReadRangeRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\x12\x14\n\x0c\x66irstEntryId\x18\x03 \x01(\x03\x12\x13\n\x0blastEntryId\x18\x04 \x01(\x03\x12\x1a\n\x12maxBytesPerMessage\x18\x05 \x01(\x05\"\xa3\x01\n\x11ReadRangeResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x0c\x12\x12\n\nentryCount\x18\x03 \x01(\x05\x12\x1a\n\x12lastEntryIdCovered\x18\x04 \x01(\x03\x12\x0e\n\x06maxLAC\x18\x05 \x01(\x03\x12\x0f\n\x07message\x18\x06 \x01(\t\"h\n\x0fWriteLacRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\x12\x0b\n\x03lac\x18\x03 \x01(\x03\x12\x11\n\tmasterKey\x18\x04 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\"z\n\x10WriteLacResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07message\x18\x04 \x01(\t\"9\n\x0eReadLacRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\"\xa1\x01\n\x0fReadLacResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07lacBody\x18\x04 \x01(\x0c\x12\x15\n\rlastEntryBody\x18\x05 \x01(\x0c\x12\x0f\n\x07message\x18\x06 \x01(\t\"=\n\x12\x46orceLedgerRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\"}\n\x13\x46orceLedgerResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07message\x18\x04 \x01(\t\"j\n\x14GetBookieInfoRequest\x12\x11\n\trequested\x18\x01 \x01(\x03\"?\n\x05\x46lags\x12\x08\n\x04NONE\x10\x00\x12\x17\n\x13TOTAL_DISK_CAPACITY\x10\x01\x12\x13\n\x0f\x46REE_DISK_SPACE\x10\x02\"\x89\x01\n\x15GetBookieInfoResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x19\n\x11totalDiskCapacity\x18\x02 \x01(\x03\x12\x15\n\rfreeDiskSpace\x18\x03 \x01(\x03\x12\x10\n\x08readOnly\x18\x04 \x01(\x08\"J\n\x1fGetListOfEntriesOfLedgerRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\"\xb1\x01\n GetListOfEntriesOfLedgerResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12%\n\x1d\x61vailabilityOfEntriesOfLedger\x18\x04 \x01(\x0c\x12\x0f\n\x07message\x18\x05 \x01(\t*\xb7\x01\n\nStatusCode\x12\x07\n\x03\x45OK\x10\x00\x12\x0e\n\tENOLEDGER\x10\x92\x03\x12\r\n\x08\x45NOENTRY\x10\x93\x03\x12\x0c\n\x07\x45\x42\x41\x44REQ\x10\x94\x03\x12\x08\n\x03\x45IO\x10\xf5\x03\x12\x08\n\x03\x45UA\x10\xf6\x03\x12\x10\n\x0b\x45\x42\x41\x44VERSION\x10\xf7\x03\x12\x0c\n\x07\x45\x46\x45NCED\x10\xf8\x03\x12\x0e\n\tEREADONLY\x10\xf9\x03\x12\x15\n\x10\x45TOOMANYREQUESTS\x10\xfa\x03\x12\x18\n\x13\x45UNKNOWNLEDGERSTATE\x10\xfb\x03\x32\xe2\x05\n\x06\x42ookie\x12M\n\nAddEntries\x12\x1c.bookkeeper.proto.AddRequest\x1a\x1d.bookkeeper.proto.AddResponse(\x01\x30\x01\x12J\n\tReadEntry\x12\x1d.bookkeeper.proto.ReadRequest\x1a\x1e.bookkeeper.proto.ReadResponse\x12X\n\x0bReadEntries\x12\".bookkeeper.proto.ReadRangeRequest\x1a#.bookkeeper.proto.ReadRangeResponse0\x01\x12Q\n\x08WriteLac\x12!.bookkeeper.proto.WriteLacRequest\x1a\".bookkeeper.proto.WriteLacResponse\x12N\n\x07ReadLac\x12 .bookkeeper.proto.ReadLacRequest\x1a!.bookkeeper.proto.ReadLacResponse\x12Z\n\x0b\x46orceLedger\x12$.bookkeeper.proto.ForceLedgerRequest\x1a%.bookkeeper.proto.ForceLedgerResponse\x12`\n\rGetBookieInfo\x12&.bookkeeper.proto.GetBookieInfoRequest\x1a\'.bookkeeper.proto.GetBookieInfoResponse\x12\x81\x01\n\x18GetListOfEntriesOfLedger\x12\x31.bookkeeper.proto.GetListOfEntriesOfLedgerRequest\x1a\x32.bookkeeper.proto.GetListOfEntriesOfLedgerResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x62ookie/proto/bookkeeper.proto\x12\x10\x62ookkeeper.proto\"\xd1\x01\n\nAddRequest\x12\r\n\x05txnId\x18\x01 \x01(\x04\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x11\n\tmasterKey\x18\x04 \x01(\x0c\x12/\n\x04\x66lag\x18\x05 \x01(\x0e\x32!.bookkeeper.proto.AddRequest.Flag\x12\x12\n\nwriteFlags\x18\x06 \x01(\x05\x12\x0f\n\x07\x65ntries\x18\x07 \x01(\x0c\"\"\n\x04\x46lag\x12\x08\n\x04NONE\x10\x00\x12\x10\n\x0cRECOVERY_ADD\x10\x01\"\xc3\x01\n\x0b\x41\x64\x64Response\x12\r\n\x05txnId\x18\x01 \x01(\x04\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x03 \x01(\x03\x12\x10\n\x08ledgerId\x18\x04 \x01(\x03\x12\x14\n\x0c\x66irstEntryId\x18\x05 \x01(\x03\x12\x13\n\x0blastEntryId\x18\x06 \x01(\x03\x12\x12\n\nentryCount\x18\x07 \x01(\x05\x12\x0f\n\x07message\x18\x08 \x01(\t\"@\n\x0c\x41\x64\x64Responses\x12\x30\n\tresponses\x18\x01 \x03(\x0b\x32\x1d.bookkeeper.proto.AddResponse\"\x80\x02\n\x0bReadRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\x12\x0f\n\x07\x65ntryId\x18\x03 \x01(\x03\x12\x30\n\x04\x66lag\x18\x04 \x01(\x0e\x32\".bookkeeper.proto.ReadRequest.Flag\x12\x11\n\tmasterKey\x18\x05 \x01(\x0c\x12\x18\n\x0bpreviousLAC\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x0f\n\x07timeOut\x18\x07 \x01(\x03\"7\n\x04\x46lag\x12\x08\n\x04NONE\x10\x00\x12\x10\n\x0c\x46\x45NCE_LEDGER\x10\x01\x12\x13\n\x0f\x45NTRY_PIGGYBACK\x10\x02\x42\x0e\n\x0c_previousLAC\"\xc1\x01\n\x0cReadResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07\x65ntryId\x18\x04 \x01(\x03\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\x12\x0e\n\x06maxLAC\x18\x06 \x01(\x03\x12\x1a\n\x12lacUpdateTimestamp\x18\x07 \x01(\x03\x12\x0f\n\x07message\x18\x08 \x01(\t\"\x82\x01\n\x10ReadRangeRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\x12\x14\n\x0c\x66irstEntryId\x18\x03 \x01(\x03\x12\x13\n\x0blastEntryId\x18\x04 \x01(\x03\x12\x1a\n\x12maxBytesPerMessage\x18\x05 \x01(\x05\"\xa3\x01\n\x11ReadRangeResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x0c\x12\x12\n\nentryCount\x18\x03 \x01(\x05\x12\x1a\n\x12lastEntryIdCovered\x18\x04 \x01(\x03\x12\x0e\n\x06maxLAC\x18\x05 \x01(\x03\x12\x0f\n\x07message\x18\x06 \x01(\t\"h\n\x0fWriteLacRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\x12\x0b\n\x03lac\x18\x03 \x01(\x03\x12\x11\n\tmasterKey\x18\x04 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\"z\n\x10WriteLacResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07message\x18\x04 \x01(\t\"9\n\x0eReadLacRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\"\xa1\x01\n\x0fReadLacResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07lacBody\x18\x04 \x01(\x0c\x12\x15\n\rlastEntryBody\x18\x05 \x01(\x0c\x12\x0f\n\x07message\x18\x06 \x01(\t\"=\n\x12\x46orceLedgerRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\"}\n\x13\x46orceLedgerResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12\x0f\n\x07message\x18\x04 \x01(\t\"j\n\x14GetBookieInfoRequest\x12\x11\n\trequested\x18\x01 \x01(\x03\"?\n\x05\x46lags\x12\x08\n\x04NONE\x10\x00\x12\x17\n\x13TOTAL_DISK_CAPACITY\x10\x01\x12\x13\n\x0f\x46REE_DISK_SPACE\x10\x02\"\x89\x01\n\x15GetBookieInfoResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x19\n\x11totalDiskCapacity\x18\x02 \x01(\x03\x12\x15\n\rfreeDiskSpace\x18\x03 \x01(\x03\x12\x10\n\x08readOnly\x18\x04 \x01(\x08\"J\n\x1fGetListOfEntriesOfLedgerRequest\x12\x15\n\rledgerScopeId\x18\x01 \x01(\x03\x12\x10\n\x08ledgerId\x18\x02 \x01(\x03\"\xb1\x01\n GetListOfEntriesOfLedgerResponse\x12,\n\x06status\x18\x01 \x01(\x0e\x32\x1c.bookkeeper.proto.StatusCode\x12\x15\n\rledgerScopeId\x18\x02 \x01(\x03\x12\x10\n\x08ledgerId\x18\x03 \x01(\x03\x12%\n\x1d\x61vailabilityOfEntriesOfLedger\x18\x04 \x01(\x0c\x12\x0f\n\x07message\x18\x05 \x01(\t*\xb7\x01\n\nStatusCode\x12\x07\n\x03\x45OK\x10\x00\x12\x0e\n\tENOLEDGER\x10\x92\x03\x12\r\n\x08\x45NOENTRY\x10\x93\x03\x12\x0c\n\x07\x45\x42\x41\x44REQ\x10\x94\x03\x12\x08\n\x03\x45IO\x10\xf5\x03\x12\x08\n\x03\x45UA\x10\xf6\x03\x12\x10\n\x0b\x45\x42\x41\x44VERSION\x10\xf7\x03\x12\x0c\n\x07\x45\x46\x45NCED\x10\xf8\x03\x12\x0e\n\tEREADONLY\x10\xf9\x03\x12\x15\n\x10\x45TOOMANYREQUESTS\x10\xfa\x03\x12\x18\n\x13\x45UNKNOWNLEDGERSTATE\x10\xfb\x03\x32\xe3\x05\n\x06\x42ookie\x12N\n\nAddEntries\x12\x1c.bookkeeper.proto.AddRequest\x1a\x1e.bookkeeper.proto.AddResponses(\x01\x30\x01\x12J\n\tReadEntry\x12\x1d.bookkeeper.proto.ReadRequest\x1a\x1e.bookkeeper.proto.ReadResponse\x12X\n\x0bReadEntries\x12\".bookkeeper.proto.ReadRangeRequest\x1a#.bookkeeper.proto.ReadRangeResponse0\x01\x12Q\n\x08WriteLac\x12!.bookkeeper.proto.WriteLacRequest\x1a\".bookkeeper.proto.WriteLacResponse\x12N\n\x07ReadLac\x12 .bookkeeper.proto.ReadLacRequest\x1a!.bookkeeper.proto.ReadLacResponse\x12Z\n\x0b\x46orceLedger\x12$.bookkeeper.proto.ForceLedgerRequest\x1a%.bookkeeper.proto.ForceLedgerResponse\x12`\n\rGetBookieInfo\x12&.bookkeeper.proto.GetBookieInfoRequest\x1a\'.bookkeeper.proto.GetBookieInfoResponse\x12\x81\x01\n\x18GetListOfEntriesOfLedger\x12\x31.bookkeeper.proto.GetListOfEntriesOfLedgerRequest\x1a\x32.bookkeeper.proto.GetListOfEntriesOfLedgerResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bookie.proto.bookkeeper_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STATUSCODE']._serialized_start=2363
-  _globals['_STATUSCODE']._serialized_end=2546
+  _globals['_STATUSCODE']._serialized_start=2429
+  _globals['_STATUSCODE']._serialized_end=2612
   _globals['_ADDREQUEST']._serialized_start=52
   _globals['_ADDREQUEST']._serialized_end=261
   _globals['_ADDREQUEST_FLAG']._serialized_start=227
   _globals['_ADDREQUEST_FLAG']._serialized_end=261
   _globals['_ADDRESPONSE']._serialized_start=264
   _globals['_ADDRESPONSE']._serialized_end=459
-  _globals['_READREQUEST']._serialized_start=462
-  _globals['_READREQUEST']._serialized_end=718
-  _globals['_READREQUEST_FLAG']._serialized_start=647
-  _globals['_READREQUEST_FLAG']._serialized_end=702
-  _globals['_READRESPONSE']._serialized_start=721
-  _globals['_READRESPONSE']._serialized_end=914
-  _globals['_READRANGEREQUEST']._serialized_start=917
-  _globals['_READRANGEREQUEST']._serialized_end=1047
-  _globals['_READRANGERESPONSE']._serialized_start=1050
-  _globals['_READRANGERESPONSE']._serialized_end=1213
-  _globals['_WRITELACREQUEST']._serialized_start=1215
-  _globals['_WRITELACREQUEST']._serialized_end=1319
-  _globals['_WRITELACRESPONSE']._serialized_start=1321
-  _globals['_WRITELACRESPONSE']._serialized_end=1443
-  _globals['_READLACREQUEST']._serialized_start=1445
-  _globals['_READLACREQUEST']._serialized_end=1502
-  _globals['_READLACRESPONSE']._serialized_start=1505
-  _globals['_READLACRESPONSE']._serialized_end=1666
-  _globals['_FORCELEDGERREQUEST']._serialized_start=1668
-  _globals['_FORCELEDGERREQUEST']._serialized_end=1729
-  _globals['_FORCELEDGERRESPONSE']._serialized_start=1731
-  _globals['_FORCELEDGERRESPONSE']._serialized_end=1856
-  _globals['_GETBOOKIEINFOREQUEST']._serialized_start=1858
-  _globals['_GETBOOKIEINFOREQUEST']._serialized_end=1964
-  _globals['_GETBOOKIEINFOREQUEST_FLAGS']._serialized_start=1901
-  _globals['_GETBOOKIEINFOREQUEST_FLAGS']._serialized_end=1964
-  _globals['_GETBOOKIEINFORESPONSE']._serialized_start=1967
-  _globals['_GETBOOKIEINFORESPONSE']._serialized_end=2104
-  _globals['_GETLISTOFENTRIESOFLEDGERREQUEST']._serialized_start=2106
-  _globals['_GETLISTOFENTRIESOFLEDGERREQUEST']._serialized_end=2180
-  _globals['_GETLISTOFENTRIESOFLEDGERRESPONSE']._serialized_start=2183
-  _globals['_GETLISTOFENTRIESOFLEDGERRESPONSE']._serialized_end=2360
-  _globals['_BOOKIE']._serialized_start=2549
-  _globals['_BOOKIE']._serialized_end=3287
+  _globals['_ADDRESPONSES']._serialized_start=461
+  _globals['_ADDRESPONSES']._serialized_end=525
+  _globals['_READREQUEST']._serialized_start=528
+  _globals['_READREQUEST']._serialized_end=784
+  _globals['_READREQUEST_FLAG']._serialized_start=713
+  _globals['_READREQUEST_FLAG']._serialized_end=768
+  _globals['_READRESPONSE']._serialized_start=787
+  _globals['_READRESPONSE']._serialized_end=980
+  _globals['_READRANGEREQUEST']._serialized_start=983
+  _globals['_READRANGEREQUEST']._serialized_end=1113
+  _globals['_READRANGERESPONSE']._serialized_start=1116
+  _globals['_READRANGERESPONSE']._serialized_end=1279
+  _globals['_WRITELACREQUEST']._serialized_start=1281
+  _globals['_WRITELACREQUEST']._serialized_end=1385
+  _globals['_WRITELACRESPONSE']._serialized_start=1387
+  _globals['_WRITELACRESPONSE']._serialized_end=1509
+  _globals['_READLACREQUEST']._serialized_start=1511
+  _globals['_READLACREQUEST']._serialized_end=1568
+  _globals['_READLACRESPONSE']._serialized_start=1571
+  _globals['_READLACRESPONSE']._serialized_end=1732
+  _globals['_FORCELEDGERREQUEST']._serialized_start=1734
+  _globals['_FORCELEDGERREQUEST']._serialized_end=1795
+  _globals['_FORCELEDGERRESPONSE']._serialized_start=1797
+  _globals['_FORCELEDGERRESPONSE']._serialized_end=1922
+  _globals['_GETBOOKIEINFOREQUEST']._serialized_start=1924
+  _globals['_GETBOOKIEINFOREQUEST']._serialized_end=2030
+  _globals['_GETBOOKIEINFOREQUEST_FLAGS']._serialized_start=1967
+  _globals['_GETBOOKIEINFOREQUEST_FLAGS']._serialized_end=2030
+  _globals['_GETBOOKIEINFORESPONSE']._serialized_start=2033
+  _globals['_GETBOOKIEINFORESPONSE']._serialized_end=2170
+  _globals['_GETLISTOFENTRIESOFLEDGERREQUEST']._serialized_start=2172
+  _globals['_GETLISTOFENTRIESOFLEDGERREQUEST']._serialized_end=2246
+  _globals['_GETLISTOFENTRIESOFLEDGERRESPONSE']._serialized_start=2249
+  _globals['_GETLISTOFENTRIESOFLEDGERRESPONSE']._serialized_end=2426
+  _globals['_BOOKIE']._serialized_start=2615
+  _globals['_BOOKIE']._serialized_end=3354
 # @@protoc_insertion_point(module_scope)

@@ -37,7 +37,7 @@ class BookieStub:
         self.AddEntries = channel.stream_stream(
                 '/bookkeeper.proto.Bookie/AddEntries',
                 request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.AddRequest.SerializeToString,
-                response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.AddResponse.FromString,
+                response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.AddResponses.FromString,
                 _registered_method=True)
         self.ReadEntry = channel.unary_unary(
                 '/bookkeeper.proto.Bookie/ReadEntry',
@@ -133,7 +133,7 @@ def add_BookieServicer_to_server(servicer, server):
             'AddEntries': grpc.stream_stream_rpc_method_handler(
                     servicer.AddEntries,
                     request_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.AddRequest.FromString,
-                    response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.AddResponse.SerializeToString,
+                    response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.AddResponses.SerializeToString,
             ),
             'ReadEntry': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadEntry,
@@ -197,7 +197,7 @@ class Bookie:
             target,
             '/bookkeeper.proto.Bookie/AddEntries',
             bookie_dot_proto_dot_bookkeeper__pb2.AddRequest.SerializeToString,
-            bookie_dot_proto_dot_bookkeeper__pb2.AddResponse.FromString,
+            bookie_dot_proto_dot_bookkeeper__pb2.AddResponses.FromString,
             options,
             channel_credentials,
             insecure,

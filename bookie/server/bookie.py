@@ -136,8 +136,7 @@ class Bookie:
             log.debug("replay: skipping entries of ledger %s, which has no master key here (deleted)", ledger)
             return
         ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
-        self.storage.add_framed(ledger, state, bytes(blob), np.array(ids, dtype=np.int64),
-                                np.array(offsets, dtype=np.int64), max_lac)
+        self.storage.add_framed(ledger, state, bytes(blob), ids, offsets, max_lac)
 
     def _replay_meta(self, ledger: LedgerId, meta_id: int, body: memoryview) -> None:
         if meta_id == ef.METAENTRY_ID_LEDGER_KEY:
@@ -192,7 +191,7 @@ class Bookie:
 
         def done(error: Exception | None) -> None:
             if error is None:
-                future.set_result(ids)
+                future.set_result(ids.tolist())
             else:
                 future.set_exception(error)
 
@@ -203,8 +202,7 @@ class Bookie:
             state, created = self.storage.get_or_create(ledger, master_key)
             if state.fenced and not recovery:
                 raise LedgerFencedException(f"ledger {ledger} is fenced: add of entries {ids[0]}..{ids[-1]} refused")
-            self.storage.add_framed(ledger, state, blob, np.array(ids, dtype=np.int64),
-                                    np.array(offsets, dtype=np.int64), max_lac)
+            self.storage.add_framed(ledger, state, blob, ids, offsets, max_lac)
             if created:
                 journal.log(_key_record(ledger, master_key), None)
             journal.log(blob, done, len(ids))

@@ -5,8 +5,9 @@ int ledgersCount``), then records ``int32 size | entry``. An entry's *location* 
 ``logId << 32 | offset`` (the offset just after its size int), which is what the index stores.
 
 Writes go to a buffer, written out when it fills (``writeBufferSizeBytes``) and fsynced by a
-checkpoint. The buffer holds the batches themselves (immutable bytes, as they came off the wire) and
-writes them with one ``pwritev``: no copy of an entry in Python. A log is rolled at ``entryLogSizeLimit``; a finished log (rolled, or closed at shutdown)
+checkpoint. The buffer holds the batches themselves (immutable bytes, as they came off the wire); a
+writer thread writes them with one ``pwritev`` each time the buffer fills, so adds never wait for the
+page cache (up to ``MAX_BUFFERED_FACTOR`` buffers; past that, adds wait). No copy of an entry in Python. A log is rolled at ``entryLogSizeLimit``; a finished log (rolled, or closed at shutdown)
 ends with its *ledgers map* — which ledgers it holds and how many bytes each — and its header points
 at it, so GC and compaction need not scan it. The next log id is kept in ``current/lastId`` (hex).
 """
@@ -21,6 +22,7 @@ import threading
 
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format as ef
+from bookie.util.io import pwritev_all
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ LEDGERS_MAP_ENTRY_ID = -2
 LEDGERS_MAP_SCOPED_ENTRY_ID = -3  # our addition: (scope, ledger, bytes) triples for 128-bit ids
 LEDGERS_MAP_MAX_BATCH = 10000
 MAX_LOG_SIZE = (1 << 32) - 1  # offsets are 32 bits in a location
-_IOV_MAX = 1024
+MAX_BUFFERED_FACTOR = 8
 
 
 class EntryLogCorruptedError(Exception):
@@ -58,6 +60,10 @@ class EntryLogger:
         self.buffer_size = conf["writeBufferSizeBytes"]
         self.max_record = conf["nettyMaxFrameSizeBytes"]
         self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)  # buffer filled / written
+        self._writing = False
+        self._stopping = False
+        self._write_error: OSError | None = None
         self._paths: dict[int, str] = {}
         for ledger_dir in ledger_dirs:
             current = os.path.join(ledger_dir, "current")
@@ -75,6 +81,8 @@ class EntryLogger:
         self._buffered = 0
         self.writable_dirs = list(ledger_dirs)
         self._open_new_log(self._last_id() + 1)
+        self._writer = threading.Thread(target=self._write_behind, name="EntryLogWriter", daemon=True)
+        self._writer.start()
 
     # -- log files -------------------------------------------------------------------------------
     def _last_id(self) -> int:
@@ -122,6 +130,10 @@ class EntryLogger:
         The entry framed at byte k of ``blob`` is then at location ``result + k + 4``.
         """
         with self._lock:
+            while self._buffered >= MAX_BUFFERED_FACTOR * self.buffer_size and self._write_error is None:
+                self._changed.wait()  # the writer thread is behind: hold the add back
+            if self._write_error is not None:
+                raise self._write_error
             if self.position > LOG_HEADER_SIZE and self.position + len(blob) > self.size_limit:
                 self.roll()
             position = self.position
@@ -132,23 +144,46 @@ class EntryLogger:
             self._buffered += len(blob)
             self._ledgers_map[ledger] = self._ledgers_map.get(ledger, 0) + len(blob)
             if self._buffered >= self.buffer_size:
-                self._write_buffer()
+                self._changed.notify_all()
             return location(self.log_id, position)
 
+    def _write_behind(self) -> None:
+        """Writer thread: write full buffers while adds go on (chunks stay readable until written)."""
+        while True:
+            with self._lock:
+                while not self._stopping and (self._buffered < self.buffer_size or self._writing):
+                    self._changed.wait()
+                if self._stopping:
+                    return
+                chunks, fd, pos = list(self._chunks), self.fd, self._flushed
+                self._writing = True
+            error = None
+            try:
+                end = pwritev_all(fd, chunks, pos)
+            except OSError as exc:
+                error = exc
+                log.error("entry log write failed: %s", exc)
+            with self._lock:
+                self._writing = False
+                if error is None:
+                    self._drop_written(len(chunks), end)
+                else:
+                    self._write_error = error
+                self._changed.notify_all()
+
+    def _drop_written(self, count: int, end: int) -> None:
+        self._buffered -= end - self._flushed
+        del self._chunks[:count]
+        del self._chunk_starts[:count]
+        self._flushed = end
+
     def _write_buffer(self) -> None:
-        chunks, pos = self._chunks, self._flushed
-        for i in range(0, len(chunks), _IOV_MAX):
-            batch = [memoryview(c) for c in chunks[i: i + _IOV_MAX]]
-            while batch:
-                n = os.pwritev(self.fd, batch, pos)
-                pos += n
-                while batch and n >= len(batch[0]):  # drop what was written (short writes are rare)
-                    n -= len(batch[0])
-                    batch.pop(0)
-                if batch and n:
-                    batch[0] = batch[0][n:]
-        self._flushed = pos
-        self._chunks, self._chunk_starts, self._buffered = [], [], 0
+        """Write every buffered chunk now (caller holds the lock; waits for the writer thread first)."""
+        while self._writing:
+            self._changed.wait()
+        if self._chunks:
+            self._drop_written(len(self._chunks), pwritev_all(self.fd, self._chunks, self._flushed))
+            self._changed.notify_all()
 
     def _read_buffered(self, offset: int, size: int) -> bytes:
         """Bytes ``[offset, offset+size)`` of the unwritten chunks."""
@@ -193,6 +228,10 @@ class EntryLogger:
         with self._lock:
             if self.fd >= 0:
                 self._finish_current()
+            self._stopping = True
+            self._changed.notify_all()
+        self._writer.join()
+        with self._lock:
             for fd in self._read_fds.values():
                 os.close(fd)
             self._read_fds.clear()

@@ -4,10 +4,12 @@ Files are ``<journalDir>/current/<hex id>.txn`` (reference §4.1): a 512-byte he
 zero padded), then records ``int32 len | payload``. A payload is an entry (exactly as the client sent
 it) or a metadata record (master key, fence, explicit LAC; negative entry ids).
 
-Group commit: a journal thread drains everything queued, writes it with ONE ``os.write`` and ONE
-``fdatasync``, then runs the callbacks. While one flush runs, new adds queue up and form the next
-group, bounded by ``journalMaxGroupWaitMSec``, ``journalBufferedWritesThreshold`` and
-``journalBufferedEntriesThreshold``.
+Group commit, in two threads as in BookKeeper: the journal thread drains everything queued into a
+group (bounded by ``journalMaxGroupWaitMSec``, ``journalBufferedWritesThreshold`` and
+``journalBufferedEntriesThreshold``) and writes it with ONE ``pwritev``; the force-write thread
+``fdatasync``s everything written so far with ONE call (groups written meanwhile share it:
+``journalAdaptiveGroupWrites``), advances the LastLogMark and only then runs the callbacks. So the
+next group is written while the previous one is being synced.
 
 Each group ends with a padding record (``int32 -0x100 | int32 padLen | pad``) that aligns the file to
 ``journalAlignmentSize``, as BookKeeper's V5+ journals do. Our pad starts with ``BKGC`` + CRC32C + the
@@ -30,6 +32,7 @@ import crc32c
 
 from bookie.proto import entry_format as ef
 from bookie.server.exceptions import JournalException
+from bookie.util.io import pwritev_all
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ _PAD_HEADER = struct.Struct(">ii")
 _MB = 1024 * 1024
 
 Callback = Callable[["Exception | None"], None]
+_CLOSE_CHANNEL = object()
 
 
 class LogMark(NamedTuple):
@@ -102,22 +106,19 @@ class JournalChannel:
         header = JOURNAL_MAGIC + struct.pack(">i", JOURNAL_FORMAT_VERSION)
         self._allocated = 0
         self.position = 0
-        self.write(header.ljust(HEADER_SIZE, b"\0"))
+        self.write([header.ljust(HEADER_SIZE, b"\0")])
         os.fsync(self.fd)
         _fsync_dir(os.path.dirname(self.path))
 
-    def write(self, data: bytes) -> None:
-        end = self.position + len(data)
+    def write(self, buffers: list) -> None:
+        """Write ``buffers`` back to back with one ``pwritev`` (no joined copy)."""
+        end = self.position + sum(len(b) for b in buffers)
         if self._prealloc and end > self._allocated:
             # Zeroed, preallocated space: a fdatasync then rarely has to persist a new file size,
             # and a zero length reads as "end of journal" on replay.
             self._allocated = end + self._prealloc - end % self._prealloc
             os.posix_fallocate(self.fd, 0, self._allocated)
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(self.fd, view, self.position)
-            self.position += written
-            view = view[written:]
+        self.position = pwritev_all(self.fd, buffers, self.position)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -141,6 +142,8 @@ class Journal:
         self._queue: queue.Queue[_Request | None] = queue.Queue(conf["journalQueueSize"])
         self._channel: JournalChannel | None = None
         self._thread: threading.Thread | None = None
+        self._force_queue: queue.SimpleQueue = queue.SimpleQueue()  # (channel, end, requests) | _CLOSE | None
+        self._force_thread: threading.Thread | None = None
         self._failure: Exception | None = None
         self.last_log_mark = LogMark(0, 0)  # everything before it is written and fsynced
         os.makedirs(journal_current_dir(journal_dir), exist_ok=True)
@@ -153,7 +156,9 @@ class Journal:
         self._channel = JournalChannel(self.journal_dir, log_id, self.prealloc)
         self.last_log_mark = LogMark(log_id, self._channel.position)
         self._thread = threading.Thread(target=self._run, name=f"BookieJournal-{self.index}", daemon=True)
+        self._force_thread = threading.Thread(target=self._force_writes, name=f"ForceWriteThread-{self.index}", daemon=True)
         self._thread.start()
+        self._force_thread.start()
 
     def log(self, data: bytes, callback: Callback | None, entries: int = 1) -> None:
         """Queue framed records; ``callback(None)`` runs once they are fsynced (or ``callback(error)``)."""
@@ -196,7 +201,7 @@ class Journal:
                 return
 
     def _flush(self, group: list[_Request], nbytes: int) -> None:
-        error: Exception | None = None
+        """Write a group (records + padding with its CRC) and hand it to the force-write thread."""
         try:
             channel = self._channel
             if channel.position > HEADER_SIZE and channel.position + nbytes + self.alignment > self.max_size:
@@ -205,13 +210,52 @@ class Journal:
             for request in group:
                 crc = crc32c.crc32c(request.data, crc)
             pad = padding_record(channel.position + nbytes, crc, nbytes, self.alignment)
-            channel.write(b"".join([r.data for r in group] + [pad]))
-            if self.sync_data:
-                os.fdatasync(channel.fd)
-            self.last_log_mark = LogMark(channel.log_id, channel.position)
+            channel.write([r.data for r in group if r.data] + [pad])
         except OSError as exc:
-            error = self._failure = JournalException(f"journal write to {self.journal_dir} failed: {exc}")
-            log.error("%s", error)
+            self._complete(group, self._fail(f"journal write to {self.journal_dir} failed: {exc}"))
+            return
+        self._force_queue.put((channel, channel.position, group))
+
+    def _force_writes(self) -> None:
+        """Force-write thread: one fdatasync for all groups written so far, then their callbacks."""
+        q = self._force_queue
+        stop = False
+        while not stop:
+            items = [q.get()]
+            while True:
+                try:
+                    items.append(q.get_nowait())
+                except queue.Empty:
+                    break
+            synced: set[int] = set()
+            closing = []
+            for item in items:
+                if item is None:
+                    stop = True
+                elif item[0] is _CLOSE_CHANNEL:
+                    closing.append(item[1])  # a rolled journal: closed once what was written to it is synced
+                else:
+                    channel, end, group = item
+                    error = None
+                    if self.sync_data and id(channel) not in synced:
+                        try:
+                            os.fdatasync(channel.fd)
+                            synced.add(id(channel))
+                        except OSError as exc:
+                            error = self._fail(f"journal fsync of {channel.path} failed: {exc}")
+                    if error is None:
+                        self.last_log_mark = LogMark(channel.log_id, end)
+                    self._complete(group, error)
+            for channel in closing:
+                channel.close()
+
+    def _fail(self, message: str) -> JournalException:
+        self._failure = JournalException(message)
+        log.error("%s", message)
+        return self._failure
+
+    @staticmethod
+    def _complete(group: list[_Request], error: Exception | None) -> None:
         for request in group:
             if request.callback is not None:
                 try:
@@ -221,7 +265,8 @@ class Journal:
 
     def _roll(self) -> JournalChannel:
         old = self._channel
-        old.close()
+        # The force-write thread closes it after syncing what was written to it.
+        self._force_queue.put((_CLOSE_CHANNEL, old))
         self._channel = JournalChannel(self.journal_dir, old.log_id + 1, self.prealloc)
         log.info("journal rolled: %x.txn -> %x.txn", old.log_id, self._channel.log_id)
         return self._channel
@@ -231,7 +276,9 @@ class Journal:
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join()
-            self._thread = None
+            self._force_queue.put(None)
+            self._force_thread.join()
+            self._thread = self._force_thread = None
         if self._channel is not None:
             self._channel.close()
             self._channel = None

@@ -75,15 +75,16 @@ class BookieServicer(pb_grpc.BookieServicer):
             try:
                 async for request in request_iterator:
                     await room.wait()
+                    data = request.entries  # each access copies the bytes out of the message: once
                     try:
                         if request.writeFlags & DEFERRED_SYNC:
                             raise BadRequestException("DEFERRED_SYNC writes are not supported by this bookie")
-                        future = self.bookie.add_entries(_ledger(request), request.masterKey, request.entries,
+                        future = self.bookie.add_entries(_ledger(request), request.masterKey, data,
                                                          recovery=request.flag == pb.AddRequest.RECOVERY_ADD)
                     except Exception as exc:
                         responses.put_nowait(self._add_error(request, *_failure(exc)))
                         continue
-                    size = len(request.entries)
+                    size = len(data)
                     state["inflight"] += size
                     state["pending"] += 1
                     if state["inflight"] >= MAX_STREAM_INFLIGHT:
@@ -97,11 +98,16 @@ class BookieServicer(pb_grpc.BookieServicer):
 
         reader = asyncio.ensure_future(read_requests())
         try:
-            while True:
-                response = await responses.get()
-                if response is _END:
-                    break
-                yield response
+            ended = False
+            while not ended:
+                batch = [await responses.get()]
+                while not responses.empty():  # acks that are ready together share one message
+                    batch.append(responses.get_nowait())
+                if batch[-1] is _END:
+                    ended = True
+                    batch.pop()
+                if batch:
+                    yield pb.AddResponses(responses=batch)
         finally:
             reader.cancel()
 
