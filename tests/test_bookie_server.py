@@ -215,3 +215,17 @@ def test_malformed_and_oversized_requests_get_an_error_and_the_bookie_stays_up(o
     assert err.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL)
     assert client.add(ledger, KEY, entries(ledger, 0, 3)).result(10).status == status.EOK
     assert c.bookies[0].proc.poll() is None
+
+
+def test_a_burst_past_the_journal_queue_gets_too_many_requests(cluster):
+    c = cluster(1, journalQueueSize=4, journalMaxGroupWaitMSec=50)
+    client = BookieClient(c.bookies[0].bookie_id)
+    try:
+        ledger = LedgerId(0, 19)
+        burst = [client.add(ledger, KEY, entries(ledger, i * 8, 8, size=4096)) for i in range(200)]
+        codes = [f.result(30).status for f in burst]
+        assert set(codes) == {status.EOK, status.ETOOMANYREQUESTS}, "the burst should be partly refused"
+        assert codes[0] == status.EOK
+        assert client.add(ledger, KEY, entries(ledger, 2000, 1)).result(10).status == status.EOK
+    finally:
+        client.close()
