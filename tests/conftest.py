@@ -95,3 +95,24 @@ def metadata_store(zookeeper):
     store.init_new_cluster()
     yield store
     store.close()
+
+
+logging_module = __import__("logging")
+logging_module.getLogger("kazoo.client").setLevel(logging_module.ERROR)  # reconnect chatter of tests that stop servers
+
+
+@pytest.fixture
+def bk_cluster(cluster):
+    """A cluster of bookie processes and a BookKeeper client on it: ``make(n, **bookie_settings)``."""
+    from bookie.client import BookKeeper
+    clients = []
+
+    def make(num_bookies: int = 3, client_conf: dict | None = None, **settings):
+        c = cluster(num_bookies, **settings)
+        bk = BookKeeper(c.metadata_service_uri, {"addEntryTimeout": 5.0, "readTimeout": 5.0, **(client_conf or {})})
+        clients.append(bk)
+        return c, bk
+
+    yield make
+    for bk in clients:
+        bk.close()

@@ -25,6 +25,7 @@ from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 64 << 20
+CONNECT_TIMEOUT = 2.0  # seconds (BookKeeper's clientConnectTimeoutMillis is 10 s; a writer should move on sooner)
 # gRPC's default reconnect backoff grows to 120 s: a bookie that restarts would stay unreachable.
 CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
                    ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
@@ -120,11 +121,12 @@ class BookieClient:
             if self._closed:
                 raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
             if self._stream is None or self._stream.broken is not None:
-                try:  # connect first (bounded like BookKeeper's clientConnectTimeoutMillis)
-                    grpc.channel_ready_future(self.channel).result(timeout=self.timeout)
+                wait = min(self.timeout, CONNECT_TIMEOUT)
+                try:  # connect first, briefly: a writer replaces a bookie it cannot reach
+                    grpc.channel_ready_future(self.channel).result(timeout=wait)
                 except grpc.FutureTimeoutError:
                     raise BKBookieHandleNotAvailableException(
-                        f"bookie {self.bookie_id} is not reachable (no connection within {self.timeout:.1f} s)") from None
+                        f"bookie {self.bookie_id} is not reachable (no connection within {wait:.1f} s)") from None
                 self._stream = _AddStream(self)
             return self._stream
 
@@ -161,10 +163,10 @@ class BookieClient:
     def read_entry(self, ledger: LedgerId, entry_id: int, **kwargs) -> pb.ReadResponse:
         return self.read_entry_async(ledger, entry_id, **kwargs).result()
 
-    def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 0,
-                     timeout: float | None = None) -> Iterator[pb.ReadRangeResponse]:
+    def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 0, stride: int = 0,
+                     offset: int = 0, timeout: float | None = None) -> Iterator[pb.ReadRangeResponse]:
         request = pb.ReadRangeRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, firstEntryId=first,
-                                      lastEntryId=last, maxBytesPerMessage=max_bytes)
+                                      lastEntryId=last, maxBytesPerMessage=max_bytes, stride=stride, offset=offset)
         try:
             yield from self.stub.ReadEntries(request, timeout=timeout or self.timeout * 12)
         except grpc.RpcError as exc:

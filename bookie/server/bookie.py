@@ -241,9 +241,10 @@ class Bookie:
         """The entry as stored (entry -1: the last entry this bookie has)."""
         return self.storage.read_entry(ledger, entry_id)
 
-    def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20) -> tuple[bytes, int, int]:
-        """Framed entries stored here in ``[first, last]``: (blob, count, last id covered)."""
-        return self.storage.read_framed(ledger, first, last, max_bytes)
+    def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20,
+                     stride: int = 0, offset: int = 0) -> tuple[bytes, int, int]:
+        """Framed entries stored here in ``[first, last]`` (``e % stride == offset``): (blob, count, last id covered)."""
+        return self.storage.read_framed(ledger, first, last, max_bytes, stride, offset)
 
     def last_add_confirmed(self, ledger: LedgerId) -> int:
         return self.storage.require(ledger).lac

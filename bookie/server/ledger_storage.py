@@ -160,19 +160,25 @@ class InterleavedLedgerStorage:
         _check_ids(data, 0, ledger, entry_id, loc)
         return data
 
-    def read_framed(self, ledger: LedgerId, first: int, last: int, max_bytes: int) -> tuple[bytes, int, int]:
+    def read_framed(self, ledger: LedgerId, first: int, last: int, max_bytes: int,
+                    stride: int = 0, offset: int = 0) -> tuple[bytes, int, int]:
         """Framed entries this bookie stores in ``[first, last]``, in id order, up to about ``max_bytes``.
 
-        Returns (blob, number of entries, last entry id covered): ids in the covered range that are not
-        in the blob are not stored here (striping leaves gaps by design).
+        With ``stride``, only ids ``e % stride == offset``. Returns (blob, number of entries, last entry
+        id covered): ids up to the covered one that are not in the blob are not stored here (striping
+        leaves gaps by design; nothing is stored past the bookie's last entry).
         """
+        requested_last = last
         with self.lock:
             state = self.require(ledger)
             last = min(last, state.last_entry_id)
             if first > last:
-                return b"", 0, last
+                return b"", 0, requested_last
             locs = self.cache.get_range(ledger, first, last)
+        if stride > 1:
+            locs[(np.arange(first, last + 1) % stride) != offset] = 0
         present = np.flatnonzero(locs)
+        last = requested_last
         if not len(present):
             return b"", 0, last
         loc_present = locs[present]

@@ -177,8 +177,11 @@ class BookieServicer(pb_grpc.BookieServicer):
             ledger = _ledger(request)
             if first < 0 or last < first:
                 raise BadRequestException(f"bad range {first}..{last} of ledger {ledger}")
+            if request.stride < 0 or (request.stride and not 0 <= request.offset < request.stride):
+                raise BadRequestException(f"bad stride {request.stride} / offset {request.offset}")
             while True:
-                blob, count, covered = await self._run(self.bookie.read_entries, ledger, first, last, budget)
+                blob, count, covered = await self._run(self.bookie.read_entries, ledger, first, last, budget,
+                                                       request.stride, request.offset)
                 yield pb.ReadRangeResponse(status=status.EOK, entries=blob, entryCount=count, lastEntryIdCovered=covered,
                                            maxLAC=self.bookie.last_add_confirmed(ledger))
                 if covered < first or covered >= last:

@@ -1,0 +1,239 @@
+"""The BookKeeper client: ledgers on a cluster (create, open, delete, list, metadata).
+
+    with BookKeeper("zk://127.0.0.1:2181/ledgers") as bk:
+        lh = bk.create_ledger(ensemble_size=3, write_quorum=2, ack_quorum=2, password=b"secret")
+        lh.append(b"payload")
+        lh.close()
+
+Synchronous and thread-safe. One gRPC channel per bookie, shared by every ledger; one thread
+completes append futures in entry order; a timer thread fails adds that exceed addEntryTimeout and
+sends explicit LACs for idle writers.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from bookie.client import exceptions as bke
+from bookie.client import ledger_recovery
+from bookie.client.bookie_client import BookieClient
+from bookie.client.conf import ClientConfiguration
+from bookie.client.ensemble_placement import new_ensemble
+from bookie.client.ledger_handle import LedgerHandle, LedgerHandleAdv
+from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.proto.checksum import DigestType
+
+log = logging.getLogger(__name__)
+QUARANTINE_SECONDS = 60.0  # a bookie that just failed is not picked again this soon (if others will do)
+_STOP = object()
+
+
+def as_ledger_id(ledger, scope_id: int = 0) -> LedgerId:
+    """A LedgerId from an int id (+ scope), a LedgerId, or a 32-hex-digit qualified name."""
+    if isinstance(ledger, LedgerId):
+        return ledger
+    if isinstance(ledger, str) and not ledger.isdigit():
+        return LedgerId.from_qualified_name(ledger)
+    try:
+        return LedgerId.of(int(ledger), scope_id)
+    except (TypeError, ValueError) as exc:
+        raise bke.BKIncorrectParameterException(f"ledger id {ledger!r}: {exc}") from None
+
+
+class BookKeeper:
+    def __init__(self, metadata_service_uri: str, conf: ClientConfiguration | dict | None = None, **overrides):
+        self.conf = conf if isinstance(conf, ClientConfiguration) else ClientConfiguration.of(conf, **overrides)
+        self.store = ZKMetadataStore(metadata_service_uri, self.conf.zkTimeout, self.conf.zkConnectTimeout)
+        self.store.instance_id()  # fails clearly if the cluster was never initialised
+        self._clients: dict[str, BookieClient] = {}
+        self._lock = threading.Lock()
+        self._writable: list[str] = []
+        self._readonly: list[str] = []
+        self._bookies_known = threading.Event()
+        self.store.watch_bookies(self._on_bookies)
+        self._quarantine: dict[str, float] = {}
+        self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="bk-client")
+        self._completions: queue.SimpleQueue = queue.SimpleQueue()
+        self._completion_thread = threading.Thread(target=self._complete_loop, name="bk-completions", daemon=True)
+        self._completion_thread.start()
+        self._writers: "weakref.WeakSet[LedgerHandle]" = weakref.WeakSet()
+        self._closed = threading.Event()
+        self._timer = threading.Thread(target=self._timer_loop, name="bk-timer", daemon=True)
+        self._timer.start()
+
+    # -- bookies ------------------------------------------------------------------------------------
+    def _on_bookies(self, writable: list[str], readonly: list[str]) -> None:
+        self._writable, self._readonly = writable, readonly
+        self._bookies_known.set()
+
+    def writable_bookies(self) -> list[str]:
+        self._bookies_known.wait(self.conf.zkConnectTimeout)
+        return list(self._writable)
+
+    def readonly_bookies(self) -> list[str]:
+        self._bookies_known.wait(self.conf.zkConnectTimeout)
+        return list(self._readonly)
+
+    def quarantine(self, bookie: str) -> None:
+        self._quarantine[bookie] = time.monotonic() + QUARANTINE_SECONDS
+
+    def quarantined(self) -> set[str]:
+        now = time.monotonic()
+        return {b for b, until in list(self._quarantine.items()) if until > now}
+
+    def _pick_ensemble(self, size: int) -> list[str]:
+        writable = self.writable_bookies()
+        avoid = self.quarantined()
+        if len([b for b in writable if b not in avoid]) >= size:
+            return new_ensemble(writable, size, avoid)
+        return new_ensemble(writable, size)
+
+    def bookie_client(self, bookie: str) -> BookieClient:
+        with self._lock:
+            if self._closed.is_set():
+                raise bke.BKClientClosedException("the BookKeeper client is closed")
+            client = self._clients.get(bookie)
+            if client is None:
+                client = self._clients[bookie] = BookieClient(bookie, self.conf.readTimeout)
+            return client
+
+    # -- completions (entry order) and timers --------------------------------------------------------
+    def complete_in_order(self, ops) -> None:
+        if ops:
+            self._completions.put(ops)
+
+    def fail_all(self, failed) -> None:
+        if failed:
+            self._completions.put(failed)
+
+    def _complete_loop(self) -> None:
+        while True:
+            item = self._completions.get()
+            if item is _STOP:
+                return
+            for entry in item:
+                if isinstance(entry, tuple):
+                    op, error = entry
+                    if not op.future.done():
+                        op.future.set_exception(error)
+                elif not entry.future.done():
+                    entry.future.set_result(entry.entry_id)
+
+    def _register_writer(self, handle: LedgerHandle) -> None:
+        self._writers.add(handle)
+
+    def _unregister_writer(self, handle: LedgerHandle) -> None:
+        self._writers.discard(handle)
+
+    def _timer_loop(self) -> None:
+        while not self._closed.wait(0.1):
+            now = time.monotonic()
+            for handle in list(self._writers):
+                try:
+                    handle._check_timeouts(now)
+                    handle._maybe_send_explicit_lac(now)
+                except Exception:
+                    log.exception("timer of ledger %s failed", handle.ledger)
+
+    # -- ledgers ------------------------------------------------------------------------------------
+    def create_ledger(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
+                      digest: str | DigestType = "crc32c", password: bytes = b"",
+                      custom_metadata: dict[str, bytes] | None = None, ledger_id: int | None = None,
+                      scope_id: int = 0) -> LedgerHandle:
+        """A new ledger on ``ensemble_size`` writable bookies, open for appends."""
+        return self._create(LedgerHandle, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata,
+                            ledger_id, scope_id)
+
+    def create_ledger_adv(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
+                          digest: str | DigestType = "crc32c", password: bytes = b"",
+                          custom_metadata: dict[str, bytes] | None = None, ledger_id: int | None = None,
+                          scope_id: int = 0) -> LedgerHandleAdv:
+        """A new ledger whose writer chooses entry ids (``add_entry(entry_id, payload)``)."""
+        return self._create(LedgerHandleAdv, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata,
+                            ledger_id, scope_id)
+
+    def _create(self, cls, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata, ledger_id, scope_id):
+        if not (isinstance(ensemble_size, int) and isinstance(write_quorum, int) and isinstance(ack_quorum, int)
+                and 0 < ack_quorum <= write_quorum <= ensemble_size):
+            raise bke.BKIncorrectParameterException(
+                f"quorums must satisfy 0 < ack_quorum <= write_quorum <= ensemble_size; got ensemble_size="
+                f"{ensemble_size}, write_quorum={write_quorum}, ack_quorum={ack_quorum}")
+        if not isinstance(password, bytes):
+            raise bke.BKIncorrectParameterException(f"password must be bytes, not {type(password).__name__}")
+        try:
+            digest_type = DigestType.parse(digest)
+        except ValueError as exc:
+            raise bke.BKIncorrectParameterException(str(exc)) from None
+        custom = tuple(sorted((str(k), bytes(v)) for k, v in (custom_metadata or {}).items()))
+        ensemble = self._pick_ensemble(ensemble_size)
+        metadata = LedgerMetadata(ensemble_size=ensemble_size, write_quorum_size=write_quorum, ack_quorum_size=ack_quorum,
+                                  ensembles=((0, tuple(ensemble)),), password=password, digest_type=digest_type,
+                                  custom_metadata=custom)
+        while True:
+            lid = LedgerId.of(ledger_id if ledger_id is not None else self.store.generate_ledger_id(), scope_id)
+            try:
+                versioned = self.store.create_ledger(lid, metadata)
+                break
+            except bke.BKLedgerExistException:
+                if ledger_id is not None:
+                    raise
+        return cls(self, lid, versioned, password)
+
+    def open_ledger(self, ledger, password: bytes = b"", recovery: bool = True, scope_id: int = 0,
+                    digest: str | DigestType | None = None):
+        """Open for reading. With ``recovery`` (the default) an open ledger is fenced, recovered and
+        closed first, so the old writer can add nothing more; without, it is read up to its LAC and the
+        writer is not disturbed."""
+        lid = as_ledger_id(ledger, scope_id)
+        versioned = self.store.read_ledger(lid)
+        md = versioned.value
+        if md.password != password:
+            raise bke.BKUnauthorizedAccessException(f"wrong password for ledger {lid}")
+        if digest is not None and DigestType.parse(digest) != md.digest_type and not self.conf.enableDigestTypeAutodetection:
+            raise bke.BKDigestMatchException(f"ledger {lid} uses digest {md.digest_type.name.lower()}, not {digest}")
+        if recovery and not md.is_closed:
+            versioned = ledger_recovery.recover(self, lid, versioned, password)
+        return ReadOnlyLedgerHandle(self, lid, versioned, password)
+
+    def delete_ledger(self, ledger, scope_id: int = 0) -> None:
+        """Delete the ledger's metadata; the bookies reclaim its space by GC."""
+        self.store.delete_ledger(as_ledger_id(ledger, scope_id))
+
+    def list_ledgers(self, scope_id: int | None = 0) -> list[LedgerId]:
+        return list(self.store.iterate_ledgers(scope_id))
+
+    def ledger_metadata(self, ledger, scope_id: int = 0) -> LedgerMetadata:
+        return self.store.read_ledger(as_ledger_id(ledger, scope_id)).value
+
+    # -- life cycle ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Fail what is still pending (BKClientClosedException) and release every connection."""
+        if self._closed.is_set():
+            return
+        for handle in list(self._writers):
+            with handle._lock:
+                failed = handle._fail(bke.BKClientClosedException(f"client closed with appends to ledger {handle.ledger} pending"))
+            self.fail_all(failed)
+        self._closed.set()
+        self._completions.put(_STOP)
+        self._completion_thread.join()
+        self._timer.join()
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

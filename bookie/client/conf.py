@@ -1,0 +1,30 @@
+"""Client configuration: BookKeeper's ClientConfiguration keys and defaults (reference §8)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class ClientConfiguration:
+    addEntryTimeout: float = 5.0  # seconds; a bookie slower than this is replaced (addEntryTimeoutSec)
+    readTimeout: float = 5.0  # seconds (readEntryTimeoutSec)
+    speculativeReadTimeout: float = 2.0  # seconds before the next replica is asked too; 0 = off
+    explicitLacInterval: float = 0.0  # seconds; an idle writer sends its LAC this often (0 = off)
+    zkTimeout: int = 10000  # ms
+    zkConnectTimeout: float = 15.0  # seconds to wait for ZooKeeper at start
+    maxPendingAdds: int = 50000  # entries in flight per ledger before append blocks (back-pressure)
+    maxBatchEntries: int = 1024  # entries per add message to one bookie
+    maxBatchBytes: int = 1 << 20  # bytes per add message to one bookie
+    maxInflightBatchesPerBookie: int = 4  # add messages in flight to one bookie; more entries wait and batch
+    readBatchBytes: int = 4 << 20  # bytes per range-read message
+    enableDigestTypeAutodetection: bool = True
+    maxNumEnsembleChanges: int = 2 ** 31 - 1
+
+    @classmethod
+    def of(cls, values: dict | None = None, **overrides) -> "ClientConfiguration":
+        names = {f.name for f in fields(cls)}
+        merged = {**(values or {}), **overrides}
+        unknown = sorted(set(merged) - names)
+        if unknown:
+            raise ValueError(f"unknown client configuration keys {unknown}; allowed: {sorted(names)}")
+        return cls(**merged)

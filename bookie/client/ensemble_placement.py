@@ -1,0 +1,20 @@
+"""Choosing bookies (DefaultEnsemblePlacementPolicy): random writable bookies, never read-only ones."""
+from __future__ import annotations
+
+import random
+
+from bookie.client.exceptions import BKNotEnoughBookiesException
+
+
+def new_ensemble(writable: list[str], ensemble_size: int, exclude: set[str] = frozenset()) -> list[str]:
+    candidates = [b for b in writable if b not in exclude]
+    if len(candidates) < ensemble_size:
+        raise BKNotEnoughBookiesException(
+            f"need {ensemble_size} writable bookies, {len(candidates)} available ({', '.join(sorted(candidates)) or 'none'}"
+            + (f"; excluded {', '.join(sorted(exclude))}" if exclude else "") + ")")
+    return random.sample(candidates, ensemble_size)
+
+
+def replace_bookie(writable: list[str], ensemble: list[str], failed: set[str]) -> str:
+    """A writable bookie to take a failed one's place: not in the ensemble, not failed."""
+    return new_ensemble(writable, 1, exclude=set(ensemble) | failed)[0]

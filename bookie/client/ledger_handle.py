@@ -1,0 +1,446 @@
+"""Writing a ledger (LedgerHandle, PendingAddOp, the ensemble change of reference §3.2–3.4).
+
+An append takes the next entry id, is framed with the current LAC and length, and joins the outbox
+of every bookie of its write set. Each bookie gets its entries in batches on its add stream: a batch
+goes out as soon as fewer than ``maxInflightBatchesPerBookie`` are in flight to that bookie, so a
+lone append travels alone (low latency) and a busy writer's entries pile up into large batches.
+
+An entry is acknowledged when AQ bookies of its write set have it (fsynced); futures complete
+strictly in entry order, on the client's completion thread, and the LAC advances with them.
+
+A bookie error or timeout starts an ensemble change: the bookie is replaced, a new fragment starts
+at LAC+1 (a metadata compare-and-set; re-read and retried on conflict), and every pending entry of
+that fragment is (re)sent to the replacement. Nothing completes while the change runs, so an entry
+is never acknowledged with a copy on a bookie the metadata no longer names. Metadata found
+IN_RECOVERY or CLOSED stops the writer (BKLedgerFencedException / BKLedgerClosedException), as does
+a bookie answering EFENCED. A recovering handle (``recovery=True``) sends RECOVERY_ADDs and keeps its
+ensemble changes in memory until it closes the ledger (LedgerRecoveryOp).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from bookie.client import exceptions as bke
+from bookie.client.distribution_schedule import write_set
+from bookie.client.ensemble_placement import replace_bookie
+from bookie.client.ledger_entry import LedgerEntry
+from bookie.client.ledger_reader import LedgerReader
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
+from bookie.meta.metadata_store import Versioned
+from bookie.proto import entry_format as ef
+from bookie.proto import status
+from bookie.proto.checksum import DigestManager, generate_master_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class PendingAdd:
+    entry_id: int
+    frame: bytes  # int32 size | entry
+    future: Future
+    write_set: list[int]
+    acked: set[int] = field(default_factory=set)
+
+    def done(self, ack_quorum: int) -> bool:
+        return len(self.acked) >= ack_quorum
+
+
+@dataclass(eq=False)
+class _Batch:
+    index: int
+    bookie: str
+    ops: list[PendingAdd]
+    sent: float
+
+
+class LedgerHandle:
+    """A ledger open for writing. Thread-safe; ``append`` blocks, ``append_async`` returns a future."""
+
+    def __init__(self, bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password: bytes,
+                 recovery: bool = False, last_add_confirmed: int = -1, length: int = 0):
+        md = versioned.value
+        self.bk = bk
+        self.conf = bk.conf
+        self.ledger = ledger
+        self._versioned = versioned
+        self.digest = DigestManager(ledger, password, md.digest_type)
+        self.master_key = generate_master_key(password)
+        self.reader = LedgerReader(bk, ledger, self.digest)
+        self.ensemble_size, self.write_quorum, self.ack_quorum = md.ensemble_size, md.write_quorum_size, md.ack_quorum_size
+        self.ensemble: list[str] = list(md.last_ensemble)
+        self.recovery = recovery
+        self.last_add_pushed = self.last_add_confirmed = last_add_confirmed
+        self.length = length
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._pending: deque[PendingAdd] = deque()
+        self._outbox: list[list[PendingAdd]] = [[] for _ in range(self.ensemble_size)]
+        self._inflight: list[list[_Batch]] = [[] for _ in range(self.ensemble_size)]
+        self._failed: set[int] = set()  # ensemble indexes waiting to be replaced
+        self._changing = False
+        self._ensemble_changes = 0
+        self._error: bke.BKException | None = None  # set once the handle can take no more adds
+        self._closed = False
+        self._last_add_time = time.monotonic()
+        self._explicit_lac_sent = last_add_confirmed
+        bk._register_writer(self)
+
+    # -- properties ---------------------------------------------------------------------------------
+    @property
+    def ledger_id(self) -> int:
+        return self.ledger.ledger_id
+
+    @property
+    def scope_id(self) -> int:
+        return self.ledger.scope_id
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._versioned.value
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    # -- adds ---------------------------------------------------------------------------------------
+    def append(self, payload: bytes) -> int:
+        """Append and wait until AQ bookies have the entry durably; returns its entry id."""
+        return self.append_async(payload).result()
+
+    def append_async(self, payload: bytes) -> Future:
+        """Append; the future gives the entry id once acknowledged. Futures complete in entry order."""
+        return self._add(None, payload)
+
+    def _add(self, entry_id: int | None, payload, future: Future | None = None) -> Future:
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise bke.BKIncorrectParameterException(f"ledger {self.ledger}: a payload is bytes, not {type(payload).__name__}")
+        future = future or Future()
+        with self._lock:
+            while len(self._pending) >= self.conf.maxPendingAdds and self._error is None and not self._closed:
+                self._changed.wait()  # back-pressure: too many entries in flight
+            self._check_open()
+            entry_id = self._next_entry_id(entry_id)
+            self.length += len(payload)
+            entry = self.digest.build_entry(entry_id, self.last_add_confirmed, self.length, payload)
+            op = PendingAdd(entry_id, ef.FRAME.pack(len(entry)) + entry, future,
+                            write_set(entry_id, self.ensemble_size, self.write_quorum))
+            self._enqueue(op)
+            for i in op.write_set:
+                self._outbox[i].append(op)
+            self._last_add_time = time.monotonic()
+            batches = self._take_sendable()
+        self._send(batches)
+        return future
+
+    def _next_entry_id(self, entry_id: int | None) -> int:
+        self.last_add_pushed += 1
+        return self.last_add_pushed
+
+    def _enqueue(self, op: PendingAdd) -> None:
+        self._pending.append(op)
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+        if self._closed:
+            raise bke.BKLedgerClosedException(f"ledger {self.ledger} is closed: no more appends")
+
+    def _take_sendable(self) -> list[_Batch]:
+        """Batches that may go out now (caller holds the lock)."""
+        batches = []
+        if self._error is not None:
+            return batches
+        for i, outbox in enumerate(self._outbox):
+            while outbox and i not in self._failed and len(self._inflight[i]) < self.conf.maxInflightBatchesPerBookie:
+                count, size = 0, 0
+                while count < len(outbox) and count < self.conf.maxBatchEntries and size < self.conf.maxBatchBytes:
+                    size += len(outbox[count].frame)
+                    count += 1
+                batch = _Batch(i, self.ensemble[i], outbox[:count], time.monotonic())
+                del outbox[:count]
+                self._inflight[i].append(batch)
+                batches.append(batch)
+        return batches
+
+    def _send(self, batches: list[_Batch]) -> None:
+        for batch in batches:
+            blob = b"".join(op.frame for op in batch.ops)
+            try:
+                future = self.bk.bookie_client(batch.bookie).add(self.ledger, self.master_key, blob, self.recovery)
+            except bke.BKException as exc:
+                self._batch_failed(batch, exc)
+                continue
+            future.add_done_callback(lambda f, b=batch: self._batch_done(b, f))
+
+    def _batch_done(self, batch: _Batch, future: Future) -> None:
+        try:
+            response = future.result()
+        except bke.BKException as exc:
+            self._batch_failed(batch, exc)
+            return
+        if response.status != status.EOK:
+            self._batch_failed(batch, bke.from_status(
+                response.status, bke.BKWriteException,
+                f"add of entries {batch.ops[0].entry_id}..{batch.ops[-1].entry_id} of ledger {self.ledger} "
+                f"to bookie {batch.bookie}: {response.message}"))
+            return
+        with self._lock:
+            if not self._retire(batch):
+                return
+            for op in batch.ops:
+                if op.write_set and batch.index in op.write_set:
+                    op.acked.add(batch.index)
+            done = self._pop_completed()
+            batches = self._take_sendable()
+        self.bk.complete_in_order(done)
+        self._send(batches)
+
+    def _retire(self, batch: _Batch) -> bool:
+        """Forget an in-flight batch; False if it is stale (its bookie was replaced meanwhile)."""
+        inflight = self._inflight[batch.index]
+        if batch not in inflight:
+            return False
+        inflight.remove(batch)
+        return self.ensemble[batch.index] == batch.bookie
+
+    def _batch_failed(self, batch: _Batch, error: bke.BKException) -> None:
+        with self._lock:
+            if not self._retire(batch) or self._error is not None:
+                return
+            if isinstance(error, (bke.BKLedgerFencedException, bke.BKUnauthorizedAccessException)):
+                failed = self._fail(bke.BKLedgerFencedException(
+                    f"ledger {self.ledger} was fenced (bookie {batch.bookie}: {error}): another client opened it "
+                    "for recovery; this writer can add nothing more"))
+            else:
+                log.warning("ledger %s: bookie %s failed (%s); changing the ensemble", self.ledger, batch.bookie, error)
+                self.bk.quarantine(batch.bookie)
+                self._failed.add(batch.index)
+                # Its unacknowledged entries go to the replacement, with the rest of its outbox.
+                self._outbox[batch.index] = [op for op in self._pending
+                                             if batch.index in op.write_set and batch.index not in op.acked]
+                failed = []
+                if not self._changing:
+                    self._changing = True
+                    self.bk.executor.submit(self._change_ensemble)
+        self.bk.fail_all(failed)
+
+    def _pop_completed(self) -> list[PendingAdd]:
+        """Entries acknowledged in order from the head; the LAC moves with them (caller holds the lock)."""
+        done = []
+        if self._changing:
+            return done
+        while self._pending and self._pending[0].done(self.ack_quorum) \
+                and self._pending[0].entry_id == self.last_add_confirmed + 1:
+            op = self._pending.popleft()
+            self.last_add_confirmed = op.entry_id
+            done.append(op)
+        if done:
+            self._changed.notify_all()
+        return done
+
+    def _fail(self, error: bke.BKException) -> list[tuple[PendingAdd, Exception]]:
+        """Stop the handle: every pending add fails with ``error`` (caller holds the lock)."""
+        self._error = error
+        failed = [(op, error) for op in self._pending]
+        self._pending.clear()
+        for outbox in self._outbox:
+            outbox.clear()
+        self._changed.notify_all()
+        return failed
+
+    # -- ensemble change ------------------------------------------------------------------------------
+    def _change_ensemble(self) -> None:
+        while True:
+            with self._lock:
+                failed = set(self._failed)
+                if not failed or self._error is not None:
+                    self._changing = False
+                    done = self._pop_completed()
+                    batches = self._take_sendable()
+                    break
+                start = self.last_add_confirmed + 1
+                old = list(self.ensemble)
+            try:
+                self._ensemble_changes += 1
+                if self._ensemble_changes > self.conf.maxNumEnsembleChanges:
+                    raise bke.BKWriteException(f"ledger {self.ledger}: more than maxNumEnsembleChanges ensemble changes")
+                new = list(old)
+                for i in sorted(failed):
+                    new[i] = replace_bookie(self.bk.writable_bookies(), new, {old[j] for j in failed} | self.bk.quarantined())
+                versioned = self._record_ensemble(start, tuple(new))
+            except bke.BKException as exc:
+                if isinstance(exc, bke.BKNotEnoughBookiesException):
+                    exc = bke.BKNotEnoughBookiesException(
+                        f"ledger {self.ledger}: cannot replace bookies {', '.join(old[i] for i in sorted(failed))}: {exc}")
+                with self._lock:
+                    failed_ops = self._fail(exc)
+                    self._changing = False
+                self.bk.fail_all(failed_ops)
+                return
+            with self._lock:
+                log.info("ledger %s: new fragment from entry %d: %s (was %s)", self.ledger, start, new, old)
+                self._versioned = versioned
+                self.ensemble = new
+                self._failed -= failed
+                for i in failed:
+                    self._inflight[i] = []  # their answers come from the replaced bookie: ignored
+                    for op in self._pending:  # entries of the new fragment must be on the new bookie
+                        if i in op.write_set and op.entry_id >= start:
+                            op.acked.discard(i)
+                    self._outbox[i] = [op for op in self._pending if i in op.write_set and i not in op.acked]
+        self.bk.complete_in_order(done)
+        self._send(batches)
+
+    def _record_ensemble(self, start: int, new: tuple[str, ...]) -> Versioned[LedgerMetadata]:
+        """The new fragment in the metadata (CAS, re-read on conflict); in memory only while recovering."""
+        if self.recovery:
+            return Versioned(self._versioned.value.with_ensemble(start, new), self._versioned.version)
+        versioned = self._versioned
+        while True:
+            md = versioned.value
+            if md.state is LedgerState.IN_RECOVERY:
+                raise bke.BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client: "
+                                                  "this writer can add nothing more")
+            if md.state is LedgerState.CLOSED:
+                raise bke.BKLedgerClosedException(f"ledger {self.ledger} was closed by another client")
+            try:
+                return self.bk.store.write_ledger(self.ledger, md.with_ensemble(start, new), versioned.version)
+            except bke.BKMetadataVersionException:
+                versioned = self.bk.store.read_ledger(self.ledger)
+
+    # -- timeouts, explicit LAC (driven by the client's timer) ---------------------------------------------
+    def _check_timeouts(self, now: float) -> None:
+        stale = []
+        with self._lock:
+            for inflight in self._inflight:
+                stale += [b for b in inflight if now - b.sent > self.conf.addEntryTimeout]
+        for batch in stale:
+            self._batch_failed(batch, bke.BKTimeoutException(
+                f"bookie {batch.bookie} did not acknowledge entries {batch.ops[0].entry_id}.. of ledger {self.ledger} "
+                f"within addEntryTimeout {self.conf.addEntryTimeout:.1f} s"))
+
+    def _maybe_send_explicit_lac(self, now: float) -> None:
+        interval = self.conf.explicitLacInterval
+        with self._lock:
+            lac = self.last_add_confirmed
+            if not interval or self._pending or lac <= self._explicit_lac_sent or now - self._last_add_time < interval:
+                return
+            self._explicit_lac_sent = lac
+            ensemble = list(self.ensemble)
+        self.write_lac(lac, ensemble)
+
+    def write_lac(self, lac: int | None = None, ensemble: list[str] | None = None) -> None:
+        """Tell the bookies of the current ensemble the LAC (WriteLac), so tailing readers see the last entry."""
+        lac = self.last_add_confirmed if lac is None else lac
+        body = self.digest.build_lac(lac)
+        for bookie in ensemble or list(self.ensemble):
+            try:
+                self.bk.bookie_client(bookie).write_lac(self.ledger, self.master_key, lac, body)
+            except bke.BKException as exc:
+                log.warning("explicit LAC of ledger %s to bookie %s failed: %s", self.ledger, bookie, exc)
+
+    # -- reads --------------------------------------------------------------------------------------
+    def read(self, first: int, last: int) -> list[LedgerEntry]:
+        """Entries ``first..last`` (up to the LAC) of this ledger."""
+        if first < 0 or last < first or last > self.last_add_confirmed:
+            raise bke.BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
+                                      f"0..{self.last_add_confirmed}")
+        return [LedgerEntry(self.ledger_id, eid, p) for eid, p in self.reader.read_range(self.metadata, first, last)]
+
+    def read_last_add_confirmed(self) -> int:
+        return self.last_add_confirmed
+
+    # -- close --------------------------------------------------------------------------------------
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait until every append so far is acknowledged (or failed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._pending and self._error is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise bke.BKTimeoutException(f"ledger {self.ledger}: {len(self._pending)} appends still pending")
+                self._changed.wait(left)
+
+    def close(self) -> None:
+        """Wait for pending appends, then record CLOSED with the last entry id and length. Idempotent."""
+        if self._closed:
+            return
+        self.drain(self.conf.addEntryTimeout * 4)
+        with self._lock:
+            self._closed = True
+            error = self._error
+            lac, length = self.last_add_confirmed, self.length
+            self._changed.notify_all()
+        self.bk._unregister_writer(self)
+        if self.recovery:
+            return
+        versioned = self._versioned
+        while True:
+            md = versioned.value
+            if md.state is LedgerState.CLOSED:
+                if (md.last_entry_id, md.length) == (lac, length) or error is not None and md.last_entry_id >= lac:
+                    self._versioned = versioned
+                    if error is None:
+                        return
+                raise bke.BKMetadataVersionException(
+                    f"ledger {self.ledger} was closed by another client at entry {md.last_entry_id} (length {md.length}); "
+                    f"this writer had {lac} (length {length})" + (f": {error}" if error else ""))
+            if md.state is LedgerState.IN_RECOVERY:
+                raise bke.BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client; "
+                                                  "this writer cannot close it")
+            try:
+                self._versioned = self.bk.store.write_ledger(self.ledger, md.with_state(LedgerState.CLOSED, lac, length),
+                                                              versioned.version)
+                if error is not None:
+                    raise error
+                return
+            except bke.BKMetadataVersionException:
+                versioned = self.bk.store.read_ledger(self.ledger)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class LedgerHandleAdv(LedgerHandle):
+    """A ledger whose writer chooses the entry ids (LedgerHandleAdv): ``add_entry(entry_id, payload)``.
+
+    Entries may arrive in any order; an id at or below the LAC, or already pending, is refused with
+    BKDuplicateEntryIdException. Completions still come in entry order.
+    """
+
+    def append_async(self, payload: bytes) -> Future:
+        raise bke.BKIllegalOpException(f"ledger {self.ledger} was created with create_ledger_adv: use add_entry(entry_id, payload)")
+
+    def add_entry(self, entry_id: int, payload: bytes) -> int:
+        return self.add_entry_async(entry_id, payload).result()
+
+    def add_entry_async(self, entry_id: int, payload: bytes) -> Future:
+        if not isinstance(entry_id, int) or entry_id < 0:
+            raise bke.BKIncorrectParameterException(f"entry id {entry_id!r} is not a non-negative integer")
+        return self._add(entry_id, payload)
+
+    def _next_entry_id(self, entry_id: int | None) -> int:
+        if entry_id <= self.last_add_confirmed or any(op.entry_id == entry_id for op in self._pending):
+            raise bke.BKDuplicateEntryIdException(f"ledger {self.ledger}: entry {entry_id} was already added")
+        self.last_add_pushed = max(self.last_add_pushed, entry_id)
+        return entry_id
+
+    def _enqueue(self, op: PendingAdd) -> None:
+        # Keep pending adds ordered by id, so completion stays in entry order.
+        pending = self._pending
+        if not pending or pending[-1].entry_id < op.entry_id:
+            pending.append(op)
+            return
+        items = sorted([*pending, op], key=lambda o: o.entry_id)
+        pending.clear()
+        pending.extend(items)

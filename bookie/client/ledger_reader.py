@@ -1,0 +1,251 @@
+"""Reading a ledger's entries from its bookies (PendingReadOp, ReadLastConfirmedOp).
+
+- One entry: ask the write set in order; a missing entry, a digest mismatch or a bookie error moves
+  on to the next replica, and a replica slower than ``speculativeReadTimeout`` gets company.
+- A range: per fragment, every bookie of the ensemble streams the entries it is first in the write
+  set for (a stride filter), all in parallel; whatever did not arrive or failed its digest is read
+  entry by entry from the other replicas.
+- The LAC: ReadLac from every bookie of the last ensemble, accepted only under quorum coverage.
+
+"No such entry" (every replica said so) is BKNoSuchEntryException; anything else that leaves an entry
+unread is BKReadException (or BKDigestMatchException when every copy failed its digest).
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import time
+from dataclasses import dataclass
+
+from bookie.client.distribution_schedule import is_covered, write_set
+from bookie.client.exceptions import (BKDigestMatchException, BKException, BKLedgerRecoveryException,
+                                      BKNoSuchEntryException, BKReadException, BKUnauthorizedAccessException)
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.proto import entry_format as ef
+from bookie.proto import status
+from bookie.proto.checksum import DigestManager, DigestMatchError
+
+log = logging.getLogger(__name__)
+NO_ENTRY = (status.ENOENTRY, status.ENOLEDGER)
+
+
+@dataclass
+class LastConfirmed:
+    lac: int
+    length: int  # the ledger length recorded with that LAC's entry (0 if unknown)
+
+
+class LedgerReader:
+    def __init__(self, bk, ledger: LedgerId, digest: DigestManager):
+        self.bk = bk
+        self.ledger = ledger
+        self.digest = digest
+        self.conf = bk.conf
+
+    # -- one entry -----------------------------------------------------------------------------------
+    def read_entry(self, metadata: LedgerMetadata, entry_id: int, skip: tuple[str, ...] = ()) -> bytes:
+        """The verified payload of one entry, from the first replica that has a good copy."""
+        ensemble = metadata.ensemble_at(entry_id)
+        order = [ensemble[i] for i in write_set(entry_id, len(ensemble), metadata.write_quorum_size)]
+        order = [b for b in order if b not in skip] + [b for b in order if b in skip]
+        return self._read_from(order, entry_id)
+
+    def _read_from(self, bookies: list[str], entry_id: int) -> bytes:
+        errors: list[str] = []
+        no_entry = digest_bad = 0
+        pending: dict[cf.Future, str] = {}
+        remaining = list(bookies)
+        speculative = self.conf.speculativeReadTimeout or None
+        deadline = time.monotonic() + self.conf.readTimeout * len(bookies)
+        while remaining or pending:
+            if remaining and (not pending or speculative):
+                bookie = remaining.pop(0)
+                pending[self.bk.bookie_client(bookie).read_entry_async(self.ledger, entry_id, timeout=self.conf.readTimeout)] = bookie
+            wait = speculative if remaining else max(0.0, deadline - time.monotonic())
+            done, _ = cf.wait(pending, timeout=wait, return_when=cf.FIRST_COMPLETED)
+            for future in done:
+                bookie = pending.pop(future)
+                try:
+                    response = future.result()
+                except BKException as exc:
+                    errors.append(f"{bookie}: {exc}")
+                    continue
+                if response.status == status.EOK:
+                    try:
+                        return self.digest.verify(response.body, entry_id)[1].tobytes()
+                    except DigestMatchError as exc:
+                        digest_bad += 1
+                        errors.append(f"{bookie}: {exc}")
+                        log.warning("entry %d of ledger %s from bookie %s: %s; trying another replica",
+                                    entry_id, self.ledger, bookie, exc)
+                elif response.status in NO_ENTRY:
+                    no_entry += 1
+                else:
+                    errors.append(f"{bookie}: {status.name_of(response.status)} {response.message}")
+            if not done and not remaining and time.monotonic() >= deadline:
+                errors.append("timed out")
+                break
+        if no_entry == len(bookies):
+            raise BKNoSuchEntryException(f"entry {entry_id} of ledger {self.ledger} is on none of {', '.join(bookies)}")
+        if digest_bad and digest_bad + no_entry == len(bookies):
+            raise BKDigestMatchException(f"entry {entry_id} of ledger {self.ledger}: no replica passed the digest "
+                                         f"check ({'; '.join(errors)})")
+        raise BKReadException(f"could not read entry {entry_id} of ledger {self.ledger}: {'; '.join(errors)}")
+
+    # -- ranges --------------------------------------------------------------------------------------
+    def read_range(self, metadata: LedgerMetadata, first: int, last: int) -> list[tuple[int, bytes]]:
+        """(entry id, payload) of every entry in ``[first, last]``, in order, each verified."""
+        out: list[tuple[int, bytes]] = []
+        for f_first, f_last, ensemble in metadata.fragments():
+            f_last = last if f_last < 0 else f_last
+            a, b = max(first, f_first), min(last, f_last)
+            if a <= b:
+                out += self._read_fragment(metadata, list(ensemble), a, b)
+        return out
+
+    def _read_fragment(self, metadata: LedgerMetadata, ensemble: list[str], first: int, last: int):
+        E = len(ensemble)
+        jobs = {self.bk.executor.submit(self._stream_from, bookie, first, last, E, i): bookie
+                for i, bookie in enumerate(ensemble)}
+        got: dict[int, bytes] = {}
+        failed: set[str] = set()
+        for job, bookie in jobs.items():
+            payloads, error = job.result()
+            got.update(payloads)
+            if error:
+                failed.add(bookie)
+        result = []
+        for entry_id in range(first, last + 1):
+            payload = got.get(entry_id)
+            if payload is None:  # not sent, failed its digest, or its bookie failed: the other replicas
+                payload = self.read_entry(metadata, entry_id, skip=tuple(failed))
+            result.append((entry_id, payload))
+        return result
+
+    def _stream_from(self, bookie: str, first: int, last: int, stride: int, offset: int):
+        """Entries of ``[first, last]`` with ``e % stride == offset`` from one bookie, verified."""
+        payloads: dict[int, bytes] = {}
+        verify = self.digest.verify
+        try:
+            for message in self.bk.bookie_client(bookie).read_entries(
+                    self.ledger, first, last, self.conf.readBatchBytes, stride if stride > 1 else 0, offset,
+                    timeout=self.conf.readTimeout * 12):
+                if message.status != status.EOK:
+                    return payloads, f"{status.name_of(message.status)} {message.message}"
+                for frame in ef.iter_frames(message.entries):
+                    try:
+                        header, payload = verify(frame)
+                    except DigestMatchError as exc:
+                        log.warning("ledger %s from bookie %s: %s; reading it from another replica", self.ledger, bookie, exc)
+                        continue
+                    payloads[header.entry_id] = payload.tobytes()
+        except BKException as exc:
+            return payloads, str(exc)
+        return payloads, None
+
+    # -- recovery reads ------------------------------------------------------------------------------
+    def recovery_scan(self, metadata: LedgerMetadata, first: int, count: int) -> tuple[list[bytes], bool]:
+        """Entries from ``first`` on, in order, until one is known missing (WQ-AQ+1 bookies of its write
+        set say so): (payloads, reached_end). Any other failure raises: recovery never truncates a
+        ledger because a bookie could not answer.
+        """
+        ensemble = list(metadata.last_ensemble)
+        E, WQ, AQ = len(ensemble), metadata.write_quorum_size, metadata.ack_quorum_size
+        last = first + count - 1
+        jobs = [self.bk.executor.submit(self._scan_bookie, bookie, first, last) for bookie in ensemble]
+        answers = [job.result() for job in jobs]  # per bookie: (frames by id, covered up to, error)
+        out: list[bytes] = []
+        for entry_id in range(first, last + 1):
+            ws = write_set(entry_id, E, WQ)
+            payload, no_entry, problems = None, 0, []
+            for i in ws:
+                frames, covered, error = answers[i]
+                frame = frames.get(entry_id)
+                if frame is not None:
+                    try:
+                        payload = self.digest.verify(frame, entry_id)[1].tobytes()
+                        break
+                    except DigestMatchError as exc:
+                        problems.append(f"{ensemble[i]}: {exc}")
+                elif covered >= entry_id:
+                    no_entry += 1
+                else:
+                    problems.append(f"{ensemble[i]}: {error or 'did not answer'}")
+            if payload is not None:
+                out.append(payload)
+            elif no_entry >= WQ - AQ + 1:
+                return out, True
+            else:
+                raise BKLedgerRecoveryException(
+                    f"recovery of ledger {self.ledger} cannot tell whether entry {entry_id} exists "
+                    f"({no_entry} of {WQ} bookies say it does not, need {WQ - AQ + 1}; {'; '.join(problems)})")
+        return out, False
+
+    def _scan_bookie(self, bookie: str, first: int, last: int):
+        frames: dict[int, bytes] = {}
+        covered = first - 1
+        try:
+            for message in self.bk.bookie_client(bookie).read_entries(self.ledger, first, last, self.conf.readBatchBytes,
+                                                                       timeout=self.conf.readTimeout * 12):
+                if message.status in NO_ENTRY:
+                    return frames, last, None
+                if message.status != status.EOK:
+                    return frames, covered, f"{status.name_of(message.status)} {message.message}"
+                for frame in ef.iter_frames(message.entries):
+                    frames[ef.peek_ids(frame, 0)[2]] = bytes(frame)
+                covered = message.lastEntryIdCovered
+        except BKException as exc:
+            return frames, covered, str(exc)
+        return frames, covered, None
+
+    # -- last add confirmed --------------------------------------------------------------------------
+    def read_last_confirmed(self, metadata: LedgerMetadata, fence: bool = False, master_key: bytes = b"") -> LastConfirmed:
+        """The LAC by quorum coverage over the last ensemble (fencing it first when ``fence``)."""
+        ensemble = list(metadata.last_ensemble)
+        E, WQ, AQ = len(ensemble), metadata.write_quorum_size, metadata.ack_quorum_size
+        if fence:
+            futures = [self.bk.bookie_client(b).read_entry_async(self.ledger, -1, fence=True, master_key=master_key,
+                                                                  timeout=self.conf.readTimeout) for b in ensemble]
+        else:
+            futures = [self.bk.executor.submit(self.bk.bookie_client(b).read_lac, self.ledger) for b in ensemble]
+        best = LastConfirmed(-1, 0)
+        known: set[int] = set()
+        problems = []
+        for i, future in enumerate(futures):
+            try:
+                response = future.result()
+            except BKException as exc:
+                problems.append(f"{ensemble[i]}: {exc}")
+                continue
+            if response.status == status.EUA:
+                raise BKUnauthorizedAccessException(f"bookie {ensemble[i]} refused the password of ledger {self.ledger}")
+            if response.status in NO_ENTRY:
+                known.add(i)
+                continue
+            if response.status != status.EOK:
+                problems.append(f"{ensemble[i]}: {status.name_of(response.status)} {response.message}")
+                continue
+            try:
+                for candidate in self._lacs_of(response, fence):
+                    if candidate.lac > best.lac:
+                        best = candidate
+                known.add(i)
+            except DigestMatchError as exc:
+                problems.append(f"{ensemble[i]}: {exc}")
+        if not is_covered(known, E, WQ, AQ):
+            raise BKLedgerRecoveryException(
+                f"{'fencing' if fence else 'reading the LAC of'} ledger {self.ledger}: too few bookies of "
+                f"{', '.join(ensemble)} answered to cover every write quorum ({'; '.join(problems)})")
+        return best
+
+    def _lacs_of(self, response, fenced_read: bool) -> list[LastConfirmed]:
+        bodies = [response.body] if fenced_read else [response.lastEntryBody]
+        out = []
+        for body in bodies:
+            if body:
+                header, _ = self.digest.verify(body)
+                out.append(LastConfirmed(header.last_add_confirmed, 0))
+        if not fenced_read and response.lacBody:
+            out.append(LastConfirmed(self.digest.verify_lac(response.lacBody), 0))
+        return out

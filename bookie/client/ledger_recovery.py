@@ -1,0 +1,105 @@
+"""Opening a ledger with recovery (LedgerOpenOp + LedgerRecoveryOp, reference §3.5).
+
+1. Metadata OPEN -> IN_RECOVERY (CAS): the old writer's ensemble changes now fail.
+2. Fence every bookie of the last ensemble and read its last entry; accept the answers only under
+   quorum coverage. LAC = max(piggybacked LACs, first entry of the last fragment - 1).
+3. Read on from LAC+1 until an entry is known missing (WQ-AQ+1 bookies of its write set say so);
+   any other failure aborts recovery — a ledger is never truncated because a bookie could not answer.
+4. Re-add each entry found with RECOVERY_ADD to its write quorum (bookie failures change the
+   ensemble in memory).
+5. CAS IN_RECOVERY -> CLOSED with the last entry, length and the new fragments. If another client
+   closed it first, its metadata is the answer: both recoveries end with the same last entry.
+"""
+from __future__ import annotations
+
+import logging
+
+from bookie.client import exceptions as bke
+from bookie.client.distribution_schedule import write_set
+from bookie.client.ledger_handle import LedgerHandle
+from bookie.client.ledger_reader import LedgerReader
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
+from bookie.meta.metadata_store import Versioned
+from bookie.proto import status
+from bookie.proto.checksum import DigestManager, DigestMatchError, generate_master_key
+
+log = logging.getLogger(__name__)
+SCAN_BATCH = 1000
+
+
+def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password: bytes) -> Versioned[LedgerMetadata]:
+    """Recover and close ``ledger``; returns its CLOSED metadata."""
+    versioned = _mark_in_recovery(bk, ledger, versioned)
+    if versioned.value.is_closed:
+        return versioned
+    md = versioned.value
+    digest = DigestManager(ledger, password, md.digest_type)
+    reader = LedgerReader(bk, ledger, digest)
+    fenced = reader.read_last_confirmed(md, fence=True, master_key=generate_master_key(password))
+    lac = max(fenced.lac, md.ensembles[-1][0] - 1)
+    length = _length_at(reader, md, lac)
+    handle = LedgerHandle(bk, ledger, versioned, password, recovery=True, last_add_confirmed=lac, length=length)
+    try:
+        next_id = lac + 1
+        while True:
+            payloads, at_end = reader.recovery_scan(handle.metadata, next_id, SCAN_BATCH)
+            for payload in payloads:
+                handle.append_async(payload)
+            next_id += len(payloads)
+            if at_end:
+                break
+        handle.drain()
+        if handle._error is not None:
+            raise bke.BKLedgerRecoveryException(f"recovery of ledger {ledger} could not re-replicate its last "
+                                                f"entries: {handle._error}")
+    finally:
+        handle.close()
+    log.info("ledger %s recovered: last entry %d (fence LAC %d, %d entries re-added)", ledger,
+             handle.last_add_confirmed, fenced.lac, handle.last_add_confirmed - lac)
+    return _close_recovered(bk, ledger, versioned, handle.metadata, handle.last_add_confirmed, handle.length)
+
+
+def _mark_in_recovery(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata]) -> Versioned[LedgerMetadata]:
+    while versioned.value.state is LedgerState.OPEN:
+        try:
+            return bk.store.write_ledger(ledger, versioned.value.with_state(LedgerState.IN_RECOVERY), versioned.version)
+        except bke.BKMetadataVersionException:
+            versioned = bk.store.read_ledger(ledger)
+    return versioned
+
+
+def _length_at(reader: LedgerReader, md: LedgerMetadata, lac: int) -> int:
+    """The ledger's length through entry ``lac``, from that entry's header."""
+    if lac < 0:
+        return 0
+    ensemble = md.ensemble_at(lac)
+    bookies = [ensemble[i] for i in write_set(lac, len(ensemble), md.write_quorum_size)]
+    for bookie in bookies:
+        try:
+            response = reader.bk.bookie_client(bookie).read_entry(reader.ledger, lac)
+            if response.status == status.EOK:
+                return reader.digest.verify(response.body, lac)[0].length
+        except (bke.BKException, DigestMatchError) as exc:  # try the next replica
+            log.debug("length of entry %d from %s: %s", lac, bookie, exc)
+    raise bke.BKLedgerRecoveryException(f"recovery of ledger {reader.ledger}: cannot read entry {lac} (its LAC) "
+                                        f"from any of {', '.join(bookies)}")
+
+
+def _close_recovered(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], recovered: LedgerMetadata,
+                     last_entry: int, length: int) -> Versioned[LedgerMetadata]:
+    while True:
+        md = versioned.value
+        if md.is_closed:
+            if md.last_entry_id != last_entry:
+                log.warning("ledger %s was closed by another recovery at entry %d (this one found %d)",
+                            ledger, md.last_entry_id, last_entry)
+            return versioned
+        closed = md
+        for first, bookies in recovered.ensembles:  # fragments added while recovering
+            if dict(md.ensembles).get(first) != bookies:
+                closed = closed.with_ensemble(first, bookies)
+        try:
+            return bk.store.write_ledger(ledger, closed.with_state(LedgerState.CLOSED, last_entry, length), versioned.version)
+        except bke.BKMetadataVersionException:
+            versioned = bk.store.read_ledger(ledger)
