@@ -22,6 +22,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/journal.py
 	$(PY) bench/bookie_add.py
+	$(PY) bench/client.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -17,6 +17,7 @@ setup(
         "grpcio>=1.85.1,<2",  # generated code (make proto) needs at least the grpcio-tools version
         "protobuf>=7.35.1,<8",  # ... and the protobuf gencode version
         "crc32c>=2.4,<3",  # C CRC32C (SSE4.2 when the CPU has it)
+        "tqdm>=4.60,<5",  # progress of long shell commands and benchmarks
     ],
     extras_require={
         "test": [

@@ -263,3 +263,19 @@ def test_closing_the_client_fails_pending_appends(bk_cluster):
     finally:
         for b in c.bookies:
             os.killpg(b.proc.pid, signal.SIGCONT)
+
+
+def test_append_batch_with_striping_mixes_with_single_appends(bk_cluster):
+    c, bk = bk_cluster(5)
+    lh = bk.create_ledger(5, 2, 2, password=PW)  # each bookie stores 2 of every 5 entries
+    first = lh.append_async(payload(0))
+    batch = lh.append_batch([payload(i) for i in range(1, 2500)])  # split into several add messages
+    last = lh.append_async(payload(2500))
+    assert first.result(30) == 0 and batch.result(30) == range(1, 2500) and last.result(30) == 2500
+    lh.close()
+    rh = bk.open_ledger(lh.ledger_id, password=PW)
+    assert [e.payload for e in rh.read(0, 2500)] == [payload(i) for i in range(2501)]
+    for index, bookie in enumerate(lh.ensemble):  # every bookie holds exactly its stripes
+        from bookie.proto import availability
+        stored = availability.decode(bk.bookie_client(bookie).list_entries(lh.ledger).availabilityOfEntriesOfLedger)
+        assert stored == [e for e in range(2501) if (index - e) % 5 < 2]

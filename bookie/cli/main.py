@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from bookie.cli import server_commands, storage_commands
+from bookie.cli import ledger_commands, server_commands, storage_commands
 from bookie.client.exceptions import BKException
 from bookie.server.conf import ConfigurationError, ServerConfiguration
 from bookie.server.exceptions import BookieException
@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     shell_commands = shell.add_subparsers(dest="shell_command", required=True)
     storage_commands.register(shell_commands, add_conf_args)
     server_commands.register_shell(shell_commands, add_uri_args)
+    ledger_commands.register_shell(shell_commands, add_uri_args)
+    ledger_commands.register_bench(commands, add_uri_args)
     return parser
 
 

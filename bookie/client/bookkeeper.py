@@ -69,6 +69,10 @@ class BookKeeper:
         self._timer.start()
 
     # -- bookies ------------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     def _on_bookies(self, writable: list[str], readonly: list[str]) -> None:
         self._writable, self._readonly = writable, readonly
         self._bookies_known.set()
@@ -124,7 +128,7 @@ class BookKeeper:
                     if not op.future.done():
                         op.future.set_exception(error)
                 elif not entry.future.done():
-                    entry.future.set_result(entry.entry_id)
+                    entry.future.set_result(entry.result())
 
     def _register_writer(self, handle: LedgerHandle) -> None:
         self._writers.add(handle)
@@ -146,20 +150,21 @@ class BookKeeper:
     def create_ledger(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                       digest: str | DigestType = "crc32c", password: bytes = b"",
                       custom_metadata: dict[str, bytes] | None = None, ledger_id: int | None = None,
-                      scope_id: int = 0) -> LedgerHandle:
-        """A new ledger on ``ensemble_size`` writable bookies, open for appends."""
+                      scope_id: int = 0, bookies: list[str] | None = None) -> LedgerHandle:
+        """A new ledger on ``ensemble_size`` writable bookies (random, or ``bookies``), open for appends."""
         return self._create(LedgerHandle, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata,
-                            ledger_id, scope_id)
+                            ledger_id, scope_id, bookies)
 
     def create_ledger_adv(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                           digest: str | DigestType = "crc32c", password: bytes = b"",
                           custom_metadata: dict[str, bytes] | None = None, ledger_id: int | None = None,
-                          scope_id: int = 0) -> LedgerHandleAdv:
+                          scope_id: int = 0, bookies: list[str] | None = None) -> LedgerHandleAdv:
         """A new ledger whose writer chooses entry ids (``add_entry(entry_id, payload)``)."""
         return self._create(LedgerHandleAdv, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata,
-                            ledger_id, scope_id)
+                            ledger_id, scope_id, bookies)
 
-    def _create(self, cls, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata, ledger_id, scope_id):
+    def _create(self, cls, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata, ledger_id,
+                scope_id, bookies):
         if not (isinstance(ensemble_size, int) and isinstance(write_quorum, int) and isinstance(ack_quorum, int)
                 and 0 < ack_quorum <= write_quorum <= ensemble_size):
             raise bke.BKIncorrectParameterException(
@@ -172,7 +177,9 @@ class BookKeeper:
         except ValueError as exc:
             raise bke.BKIncorrectParameterException(str(exc)) from None
         custom = tuple(sorted((str(k), bytes(v)) for k, v in (custom_metadata or {}).items()))
-        ensemble = self._pick_ensemble(ensemble_size)
+        if bookies is not None and len(bookies) != ensemble_size:
+            raise bke.BKIncorrectParameterException(f"{len(bookies)} bookies given for an ensemble of {ensemble_size}")
+        ensemble = list(bookies) if bookies is not None else self._pick_ensemble(ensemble_size)
         metadata = LedgerMetadata(ensemble_size=ensemble_size, write_quorum_size=write_quorum, ack_quorum_size=ack_quorum,
                                   ensembles=((0, tuple(ensemble)),), password=password, digest_type=digest_type,
                                   custom_metadata=custom)
@@ -217,11 +224,11 @@ class BookKeeper:
         """Fail what is still pending (BKClientClosedException) and release every connection."""
         if self._closed.is_set():
             return
+        self._closed.set()
         for handle in list(self._writers):
             with handle._lock:
                 failed = handle._fail(bke.BKClientClosedException(f"client closed with appends to ledger {handle.ledger} pending"))
             self.fail_all(failed)
-        self._closed.set()
         self._completions.put(_STOP)
         self._completion_thread.join()
         self._timer.join()

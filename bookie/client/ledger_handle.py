@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bookie.client import exceptions as bke
 from bookie.client.distribution_schedule import write_set
@@ -40,16 +40,38 @@ from bookie.proto.checksum import DigestManager, generate_master_key
 log = logging.getLogger(__name__)
 
 
-@dataclass(eq=False)
 class PendingAdd:
-    entry_id: int
-    frame: bytes  # int32 size | entry
-    future: Future
-    write_set: list[int]
-    acked: set[int] = field(default_factory=set)
+    """Appended entries in flight together: consecutive ids, framed, with one set of acks per bookie.
+
+    ``parts[i]`` is what bookie index i stores of them (all of them when E == WQ; with striping, the
+    entries whose write set holds i). They are acknowledged when, for every write set they use, AQ of
+    its bookies have answered. ``future`` (None for the inner pieces of a split batch) gets the entry
+    id, or ``range(result_first, last_id + 1)`` for a batch.
+    """
+
+    __slots__ = ("entry_id", "last_id", "parts", "future", "write_set", "quorums", "acked", "result_first")
+
+    def __init__(self, entry_id: int, last_id: int, parts: dict[int, bytes], future: Future | None,
+                 quorums: tuple[tuple[int, ...], ...], result_first: int | None = None):
+        self.entry_id = entry_id
+        self.last_id = last_id
+        self.parts = parts
+        self.future = future
+        self.write_set = tuple(parts)
+        self.quorums = quorums
+        self.acked: set[int] = set()
+        self.result_first = result_first
+
+    @property
+    def count(self) -> int:
+        return self.last_id - self.entry_id + 1
 
     def done(self, ack_quorum: int) -> bool:
-        return len(self.acked) >= ack_quorum
+        acked = self.acked
+        return all(sum(1 for i in ws if i in acked) >= ack_quorum for ws in self.quorums)
+
+    def result(self):
+        return self.entry_id if self.result_first is None else range(self.result_first, self.last_id + 1)
 
 
 @dataclass(eq=False)
@@ -75,12 +97,14 @@ class LedgerHandle:
         self.reader = LedgerReader(bk, ledger, self.digest)
         self.ensemble_size, self.write_quorum, self.ack_quorum = md.ensemble_size, md.write_quorum_size, md.ack_quorum_size
         self.ensemble: list[str] = list(md.last_ensemble)
+        self._write_sets = [tuple(write_set(e, self.ensemble_size, self.write_quorum)) for e in range(self.ensemble_size)]
         self.recovery = recovery
         self.last_add_pushed = self.last_add_confirmed = last_add_confirmed
         self.length = length
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._pending: deque[PendingAdd] = deque()
+        self._pending_entries = 0
         self._outbox: list[list[PendingAdd]] = [[] for _ in range(self.ensemble_size)]
         self._inflight: list[list[_Batch]] = [[] for _ in range(self.ensemble_size)]
         self._failed: set[int] = set()  # ensemble indexes waiting to be replaced
@@ -116,32 +140,71 @@ class LedgerHandle:
 
     def append_async(self, payload: bytes) -> Future:
         """Append; the future gives the entry id once acknowledged. Futures complete in entry order."""
-        return self._add(None, payload)
+        return self._add(None, [payload])
 
-    def _add(self, entry_id: int | None, payload, future: Future | None = None) -> Future:
-        if not isinstance(payload, (bytes, bytearray, memoryview)):
-            raise bke.BKIncorrectParameterException(f"ledger {self.ledger}: a payload is bytes, not {type(payload).__name__}")
-        future = future or Future()
+    def append_batch(self, payloads) -> Future:
+        """Append many entries at once (consecutive ids); the future gives ``range(first, last + 1)`` once all
+        are acknowledged. The cheap way to append a lot: one pending operation per batch, not per entry."""
+        payloads = list(payloads)
+        if not payloads:
+            raise bke.BKIncorrectParameterException(f"ledger {self.ledger}: append_batch of no entries")
+        return self._add(None, payloads, batch=True)
+
+    def _add(self, entry_id: int | None, payloads: list, batch: bool = False) -> Future:
+        for payload in payloads:
+            if not isinstance(payload, (bytes, bytearray, memoryview)):
+                raise bke.BKIncorrectParameterException(
+                    f"ledger {self.ledger}: a payload is bytes, not {type(payload).__name__}")
+        future = Future()
+        limit = self.conf.maxBatchEntries
         with self._lock:
-            while len(self._pending) >= self.conf.maxPendingAdds and self._error is None and not self._closed:
+            while self._pending_entries >= self.conf.maxPendingAdds and self._error is None and not self._closed:
                 self._changed.wait()  # back-pressure: too many entries in flight
             self._check_open()
-            entry_id = self._next_entry_id(entry_id)
-            self.length += len(payload)
-            entry = self.digest.build_entry(entry_id, self.last_add_confirmed, self.length, payload)
-            op = PendingAdd(entry_id, ef.FRAME.pack(len(entry)) + entry, future,
-                            write_set(entry_id, self.ensemble_size, self.write_quorum))
-            self._enqueue(op)
-            for i in op.write_set:
-                self._outbox[i].append(op)
+            first = self._next_entry_id(entry_id, len(payloads))
+            for start in range(0, len(payloads), limit):  # pieces no bigger than one add message
+                chunk = payloads[start: start + limit]
+                last_piece = start + limit >= len(payloads)
+                op = self._make_op(first + start, chunk, future if last_piece else None, first if batch else None)
+                self._enqueue(op)
+                for i in op.write_set:
+                    self._outbox[i].append(op)
+            self._pending_entries += len(payloads)
             self._last_add_time = time.monotonic()
-            batches = self._take_sendable()
-        self._send(batches)
+            batches = self._take_sendable() if self._sendable() else ()
+        if batches:
+            self._send(batches)
         return future
 
-    def _next_entry_id(self, entry_id: int | None) -> int:
-        self.last_add_pushed += 1
-        return self.last_add_pushed
+    def _make_op(self, first: int, payloads: list, future: Future | None, result_first: int | None) -> PendingAdd:
+        """Frame ``payloads`` as entries ``first..`` and split them by the bookies that store them (lock held)."""
+        E, WQ = self.ensemble_size, self.write_quorum
+        frames = []
+        lac, length = self.last_add_confirmed, self.length
+        for k, payload in enumerate(payloads):
+            length += len(payload)
+            frames.append(self.digest.build_frame(first + k, lac, length, payload))
+        self.length = length
+        last = first + len(payloads) - 1
+        residues = sorted({e % E for e in range(first, min(last, first + E - 1) + 1)})
+        quorums = tuple(self._write_sets[r] for r in residues)
+        if len(frames) == 1 or WQ == E:
+            blob = frames[0] if len(frames) == 1 else b"".join(frames)
+            parts = {i: blob for i in (quorums[0] if len(frames) == 1 else range(E))}
+        else:
+            parts = {i: b"".join(f for k, f in enumerate(frames) if i in self._write_sets[(first + k) % E])
+                     for i in sorted({i for ws in quorums for i in ws})}
+        return PendingAdd(first, last, parts, future, quorums, result_first)
+
+    def _sendable(self) -> bool:
+        """Whether some bookie with entries waiting has room for another batch (caller holds the lock)."""
+        limit = self.conf.maxInflightBatchesPerBookie
+        return any(box and len(inflight) < limit for box, inflight in zip(self._outbox, self._inflight))
+
+    def _next_entry_id(self, entry_id: int | None, count: int) -> int:
+        first = self.last_add_pushed + 1
+        self.last_add_pushed += count
+        return first
 
     def _enqueue(self, op: PendingAdd) -> None:
         self._pending.append(op)
@@ -159,9 +222,10 @@ class LedgerHandle:
             return batches
         for i, outbox in enumerate(self._outbox):
             while outbox and i not in self._failed and len(self._inflight[i]) < self.conf.maxInflightBatchesPerBookie:
-                count, size = 0, 0
-                while count < len(outbox) and count < self.conf.maxBatchEntries and size < self.conf.maxBatchBytes:
-                    size += len(outbox[count].frame)
+                count, entries, size = 0, 0, 0
+                while count < len(outbox) and entries < self.conf.maxBatchEntries and size < self.conf.maxBatchBytes:
+                    size += len(outbox[count].parts[i])
+                    entries += outbox[count].count
                     count += 1
                 batch = _Batch(i, self.ensemble[i], outbox[:count], time.monotonic())
                 del outbox[:count]
@@ -171,7 +235,7 @@ class LedgerHandle:
 
     def _send(self, batches: list[_Batch]) -> None:
         for batch in batches:
-            blob = b"".join(op.frame for op in batch.ops)
+            blob = b"".join(op.parts[batch.index] for op in batch.ops)
             try:
                 future = self.bk.bookie_client(batch.bookie).add(self.ledger, self.master_key, blob, self.recovery)
             except bke.BKException as exc:
@@ -188,15 +252,14 @@ class LedgerHandle:
         if response.status != status.EOK:
             self._batch_failed(batch, bke.from_status(
                 response.status, bke.BKWriteException,
-                f"add of entries {batch.ops[0].entry_id}..{batch.ops[-1].entry_id} of ledger {self.ledger} "
+                f"add of entries {batch.ops[0].entry_id}..{batch.ops[-1].last_id} of ledger {self.ledger} "
                 f"to bookie {batch.bookie}: {response.message}"))
             return
         with self._lock:
             if not self._retire(batch):
                 return
             for op in batch.ops:
-                if op.write_set and batch.index in op.write_set:
-                    op.acked.add(batch.index)
+                op.acked.add(batch.index)
             done = self._pop_completed()
             batches = self._take_sendable()
         self.bk.complete_in_order(done)
@@ -212,8 +275,8 @@ class LedgerHandle:
 
     def _batch_failed(self, batch: _Batch, error: bke.BKException) -> None:
         with self._lock:
-            if not self._retire(batch) or self._error is not None:
-                return
+            if not self._retire(batch) or self._error is not None or self.bk.closed:
+                return  # stale, already failed, or the client is shutting down (its streams are cancelled)
             if isinstance(error, (bke.BKLedgerFencedException, bke.BKUnauthorizedAccessException)):
                 failed = self._fail(bke.BKLedgerFencedException(
                     f"ledger {self.ledger} was fenced (bookie {batch.bookie}: {error}): another client opened it "
@@ -239,8 +302,10 @@ class LedgerHandle:
         while self._pending and self._pending[0].done(self.ack_quorum) \
                 and self._pending[0].entry_id == self.last_add_confirmed + 1:
             op = self._pending.popleft()
-            self.last_add_confirmed = op.entry_id
-            done.append(op)
+            self.last_add_confirmed = op.last_id
+            self._pending_entries -= op.count
+            if op.future is not None:
+                done.append(op)
         if done:
             self._changed.notify_all()
         return done
@@ -248,8 +313,9 @@ class LedgerHandle:
     def _fail(self, error: bke.BKException) -> list[tuple[PendingAdd, Exception]]:
         """Stop the handle: every pending add fails with ``error`` (caller holds the lock)."""
         self._error = error
-        failed = [(op, error) for op in self._pending]
+        failed = [(op, error) for op in self._pending if op.future is not None]
         self._pending.clear()
+        self._pending_entries = 0
         for outbox in self._outbox:
             outbox.clear()
         self._changed.notify_all()
@@ -352,7 +418,7 @@ class LedgerHandle:
         if first < 0 or last < first or last > self.last_add_confirmed:
             raise bke.BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
                                       f"0..{self.last_add_confirmed}")
-        return [LedgerEntry(self.ledger_id, eid, p) for eid, p in self.reader.read_range(self.metadata, first, last)]
+        return self.reader.read_range(self.metadata, first, last)
 
     def read_last_add_confirmed(self) -> int:
         return self.last_add_confirmed
@@ -427,9 +493,12 @@ class LedgerHandleAdv(LedgerHandle):
     def add_entry_async(self, entry_id: int, payload: bytes) -> Future:
         if not isinstance(entry_id, int) or entry_id < 0:
             raise bke.BKIncorrectParameterException(f"entry id {entry_id!r} is not a non-negative integer")
-        return self._add(entry_id, payload)
+        return self._add(entry_id, [payload])
 
-    def _next_entry_id(self, entry_id: int | None) -> int:
+    def append_batch(self, payloads) -> Future:
+        raise bke.BKIllegalOpException(f"ledger {self.ledger} was created with create_ledger_adv: use add_entry(entry_id, payload)")
+
+    def _next_entry_id(self, entry_id: int | None, count: int) -> int:
         if entry_id <= self.last_add_confirmed or any(op.entry_id == entry_id for op in self._pending):
             raise bke.BKDuplicateEntryIdException(f"ledger {self.ledger}: entry {entry_id} was already added")
         self.last_add_pushed = max(self.last_add_pushed, entry_id)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from bookie.client.distribution_schedule import is_covered, write_set
+from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.exceptions import (BKDigestMatchException, BKException, BKLedgerRecoveryException,
                                       BKNoSuchEntryException, BKReadException, BKUnauthorizedAccessException)
 from bookie.ledger_id import LedgerId
@@ -94,9 +95,9 @@ class LedgerReader:
         raise BKReadException(f"could not read entry {entry_id} of ledger {self.ledger}: {'; '.join(errors)}")
 
     # -- ranges --------------------------------------------------------------------------------------
-    def read_range(self, metadata: LedgerMetadata, first: int, last: int) -> list[tuple[int, bytes]]:
-        """(entry id, payload) of every entry in ``[first, last]``, in order, each verified."""
-        out: list[tuple[int, bytes]] = []
+    def read_range(self, metadata: LedgerMetadata, first: int, last: int) -> list[LedgerEntry]:
+        """Every entry in ``[first, last]``, in order, each verified."""
+        out: list[LedgerEntry] = []
         for f_first, f_last, ensemble in metadata.fragments():
             f_last = last if f_last < 0 else f_last
             a, b = max(first, f_first), min(last, f_last)
@@ -104,45 +105,47 @@ class LedgerReader:
                 out += self._read_fragment(metadata, list(ensemble), a, b)
         return out
 
-    def _read_fragment(self, metadata: LedgerMetadata, ensemble: list[str], first: int, last: int):
+    def _read_fragment(self, metadata: LedgerMetadata, ensemble: list[str], first: int, last: int) -> list[LedgerEntry]:
         E = len(ensemble)
-        jobs = {self.bk.executor.submit(self._stream_from, bookie, first, last, E, i): bookie
-                for i, bookie in enumerate(ensemble)}
-        got: dict[int, bytes] = {}
-        failed: set[str] = set()
-        for job, bookie in jobs.items():
-            payloads, error = job.result()
-            got.update(payloads)
-            if error:
-                failed.add(bookie)
-        result = []
-        for entry_id in range(first, last + 1):
-            payload = got.get(entry_id)
-            if payload is None:  # not sent, failed its digest, or its bookie failed: the other replicas
-                payload = self.read_entry(metadata, entry_id, skip=tuple(failed))
-            result.append((entry_id, payload))
+        result: list[LedgerEntry | None] = [None] * (last - first + 1)
+        if metadata.write_quorum_size == E:
+            # Every bookie holds every entry: each reads a contiguous share (sequential on its disk).
+            share = -(-(last - first + 1) // E)
+            plan = [(bookie, first + i * share, min(last, first + (i + 1) * share - 1), 0, 0)
+                    for i, bookie in enumerate(ensemble) if first + i * share <= last]
+        else:
+            # Striped: each bookie sends the entries it is first in the write set for.
+            plan = [(bookie, first, last, E, i) for i, bookie in enumerate(ensemble)]
+        jobs = {self.bk.executor.submit(self._stream_from, bookie, a, b, stride, offset, result, first): bookie
+                for bookie, a, b, stride, offset in plan}
+        failed = {bookie for job, bookie in jobs.items() if job.result()}
+        lid = self.ledger.ledger_id
+        for k, entry in enumerate(result):
+            if entry is None:  # not sent, failed its digest, or its bookie failed: the other replicas
+                entry_id = first + k
+                result[k] = LedgerEntry(lid, entry_id, self.read_entry(metadata, entry_id, skip=tuple(failed)))
         return result
 
-    def _stream_from(self, bookie: str, first: int, last: int, stride: int, offset: int):
-        """Entries of ``[first, last]`` with ``e % stride == offset`` from one bookie, verified."""
-        payloads: dict[int, bytes] = {}
-        verify = self.digest.verify
+    def _stream_from(self, bookie: str, first: int, last: int, stride: int, offset: int, result: list,
+                     base: int) -> str | None:
+        """Put the entries of ``[first, last]`` with ``e % stride == offset`` from one bookie into
+        ``result[e - base]`` (verified); returns what went wrong, if anything."""
+        lid = self.ledger.ledger_id
         try:
             for message in self.bk.bookie_client(bookie).read_entries(
                     self.ledger, first, last, self.conf.readBatchBytes, stride if stride > 1 else 0, offset,
                     timeout=self.conf.readTimeout * 12):
                 if message.status != status.EOK:
-                    return payloads, f"{status.name_of(message.status)} {message.message}"
-                for frame in ef.iter_frames(message.entries):
-                    try:
-                        header, payload = verify(frame)
-                    except DigestMatchError as exc:
-                        log.warning("ledger %s from bookie %s: %s; reading it from another replica", self.ledger, bookie, exc)
-                        continue
-                    payloads[header.entry_id] = payload.tobytes()
-        except BKException as exc:
-            return payloads, str(exc)
-        return payloads, None
+                    return f"{status.name_of(message.status)} {message.message}"
+                for entry_id, payload in self.digest.verify_frames(message.entries):
+                    if payload is None:
+                        log.warning("ledger %s entry %d from bookie %s failed its digest check; reading it from "
+                                    "another replica", self.ledger, entry_id, bookie)
+                    elif first <= entry_id <= last:
+                        result[entry_id - base] = LedgerEntry(lid, entry_id, payload)
+        except (BKException, DigestMatchError) as exc:
+            return str(exc)
+        return None
 
     # -- recovery reads ------------------------------------------------------------------------------
     def recovery_scan(self, metadata: LedgerMetadata, first: int, count: int) -> tuple[list[bytes], bool]:

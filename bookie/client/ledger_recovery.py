@@ -44,8 +44,8 @@ def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password
         next_id = lac + 1
         while True:
             payloads, at_end = reader.recovery_scan(handle.metadata, next_id, SCAN_BATCH)
-            for payload in payloads:
-                handle.append_async(payload)
+            if payloads:
+                handle.append_batch(payloads)
             next_id += len(payloads)
             if at_end:
                 break

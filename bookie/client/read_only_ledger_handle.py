@@ -68,7 +68,7 @@ class ReadOnlyLedgerHandle:
         if first < 0 or last < first or last > self.last_add_confirmed:
             raise bke.BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
                                       f"0..{self.last_add_confirmed}")
-        return [LedgerEntry(self.ledger_id, eid, p) for eid, p in self.reader.read_range(self.metadata, first, last)]
+        return self.reader.read_range(self.metadata, first, last)
 
     def read_last_add_confirmed_and_entry(self, entry_id: int, timeout: float) -> tuple[int, LedgerEntry | None]:
         """Wait up to ``timeout`` s for ``entry_id`` to be confirmed; returns (LAC, the entry or None)."""

@@ -26,6 +26,8 @@ from bookie.proto import entry_format as ef
 _LAC_BLOB = struct.Struct(">qq")  # LAC_METADATA_LENGTH = 16
 _U64 = struct.Struct(">Q")  # CRC32 value widened to a Java long
 _U32 = struct.Struct(">I")
+_V1_FRAME_IDS = struct.Struct(">iqq")  # frame size, ledger id, entry id
+_V2_FRAME_IDS = struct.Struct(">iBqqq")  # frame size, flags, scope, ledger id, entry id
 
 
 class DigestType(enum.IntEnum):
@@ -102,6 +104,12 @@ class DigestManager:
         header = ef.pack_header(self.ledger, entry_id, lac, length, self.digest_type)
         return b"".join((header, self._digest(header, payload), payload))
 
+    def build_frame(self, entry_id: int, lac: int, length: int, payload) -> bytes:
+        """One entry, framed (``int32 size | entry``), in one copy."""
+        header = ef.pack_header(self.ledger, entry_id, lac, length, self.digest_type)
+        return b"".join((ef.FRAME.pack(self.header_len + self.mac_length + len(payload)), header,
+                         self._digest(header, payload), payload))
+
     def build_framed(self, first_entry_id: int, lac: int, start_length: int, payloads) -> tuple[bytes, int]:
         """Frame consecutive entries into one buffer; returns (blob, ledger length after them)."""
         parts = []
@@ -134,6 +142,31 @@ class DigestManager:
             raise DigestMatchError(
                 f"digest mismatch ({self.digest_type.name.lower()}) on entry {header.entry_id} of ledger {self.ledger}")
         return header, payload
+
+    def verify_frames(self, blob: bytes) -> list[tuple[int, bytes | None]]:
+        """(entry id, payload) of each framed entry of this ledger in ``blob``, in one pass; the payload is
+        None for an entry that fails its ledger id or digest check (read it from another replica)."""
+        out = []
+        hl, ml = self.header_len, self.mac_length
+        want_scope, want_lid = self.ledger
+        digest = self._digest
+        v1 = want_scope == 0
+        unpack = _V1_FRAME_IDS.unpack_from if v1 else _V2_FRAME_IDS.unpack_from
+        pos, end = 0, len(blob)
+        while pos < end:
+            if v1:
+                size, lid, eid = unpack(blob, pos)
+                scope = 0
+            else:
+                size, _, scope, lid, eid = unpack(blob, pos)
+            start = pos + ef.FRAME_LEN
+            pos = start + size
+            if size < hl + ml or pos > end:
+                raise DigestMatchError(f"ledger {self.ledger}: a framed entry is cut short")
+            payload = blob[start + hl + ml: pos]
+            ok = lid == want_lid and scope == want_scope and digest(blob[start: start + hl], payload) == blob[start + hl: start + hl + ml]
+            out.append((eid, payload if ok else None))
+        return out
 
     # -- LAC blobs (explicit LAC) -------------------------------------------------------------
     def build_lac(self, lac: int) -> bytes:

@@ -1,0 +1,71 @@
+"""Client benchmark: three bookie processes and the client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2.
+
+Prints, next to ZooKeeper used as a log (kazoo async creates of 1 KiB sequential znodes, same run):
+- pipelined appends: acknowledged entries/s (target >= 80,000);
+- one append at a time: p50 latency (target <= 2 ms);
+- reading the closed ledger: entries/s (target >= 200,000).
+
+    python bench/client.py [--seconds 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from kazoo.client import KazooClient
+
+from bookie.client import BookKeeper
+from bookie.client import benchmark
+from bookie.server.local_bookkeeper import LocalBookKeeper
+
+
+def zookeeper_as_a_log(hosts: str, seconds: float, entry_size: int = 1024, window: int = 256) -> float:
+    """1 KiB sequential znodes created asynchronously, ``window`` in flight: znodes/s."""
+    zk = KazooClient(hosts=hosts)
+    zk.start()
+    zk.ensure_path("/bench-log")
+    data = os.urandom(entry_size)
+    pending, done = [], 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        pending.append(zk.create_async("/bench-log/entry-", data, sequence=True))
+        if len(pending) >= window:
+            pending.pop(0).get()
+            done += 1
+    for p in pending:
+        p.get()
+        done += 1
+    elapsed = time.perf_counter() - start
+    zk.stop()
+    zk.close()
+    return done / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    with LocalBookKeeper(3, base_dir=tempfile.mkdtemp(prefix="bk-bench-client-", dir=os.environ.get("BENCH_DIR"))) as cluster:
+        with BookKeeper(cluster.metadata_service_uri) as bk:
+            benchmark.write_throughput(bk, 1.0, 1024, 3, 3, 2, 10000)  # warm-up: connections, JIT-free but caches
+            write = benchmark.write_throughput(bk, args.seconds, 1024, 3, 3, 2, in_flight=10000)
+            batched = benchmark.batch_write_throughput(bk, args.seconds, 1024, 3, 3, 2, batch=256, in_flight=16)
+            latency = benchmark.append_latency(bk, 2000, 1024, 3, 3, 2)
+            entries, size, read_s = benchmark.read_throughput(bk, write.ledger_ids[0])
+        zk_rate = zookeeper_as_a_log(cluster.zookeeper.connect_string, args.seconds)
+    print("client bench (3 bookies + client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on):")
+    print(f"  ZooKeeper as a log (async creates)   : {zk_rate:10,.0f} entries/s")
+    print(f"  pipelined append_async (10,000 pending): {write.rate:8,.0f} entries/s  ({write.rate / zk_rate:.0f}x ZooKeeper)"
+          f"  p50 {write.percentile(50):.1f} ms p99 {write.percentile(99):.1f} ms")
+    print(f"  pipelined append_batch (256 x 16)    : {batched.rate:10,.0f} entries/s  ({batched.rate / zk_rate:.0f}x ZooKeeper; "
+          f"target >= 80,000)  batch p50 {batched.percentile(50):.1f} ms p99 {batched.percentile(99):.1f} ms")
+    print(f"  one append at a time                 : p50 {latency.percentile(50):6.2f} ms  p99 {latency.percentile(99):6.2f} ms"
+          f"  (target p50 <= 2 ms)")
+    print(f"  read of the closed ledger            : {entries / read_s:10,.0f} entries/s  ({size / read_s / 1e6:.0f} MB/s; "
+          f"target >= 200,000)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Throughput and latency of the client (BookKeeper's BenchThroughputLatency / BenchReadThroughputLatency).
+
+Shared by ``bk bench`` and ``bench/client.py``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class WriteResult:
+    entries: int
+    seconds: float
+    entry_size: int
+    latencies_ms: list[float]
+    ledger_ids: list[int]
+
+    @property
+    def rate(self) -> float:
+        return self.entries / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.entries * self.entry_size / self.seconds / 1e6
+
+    def percentile(self, p: float) -> float:
+        lat = sorted(self.latencies_ms)
+        return lat[min(len(lat) - 1, int(len(lat) * p / 100))] if lat else float("nan")
+
+
+def write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int = 3, write_quorum: int = 2,
+                     ack_quorum: int = 2, in_flight: int = 10000, ledgers: int = 1, progress=None,
+                     password: bytes = b"benchPasswd") -> WriteResult:
+    """Append ``entry_size`` entries round robin over ``ledgers`` for ``seconds``, at most ``in_flight`` pending."""
+    handles = [bk.create_ledger(ensemble, write_quorum, ack_quorum, password=password) for _ in range(ledgers)]
+    payload = os.urandom(entry_size)
+    room = threading.Semaphore(in_flight)
+    latencies: list[float] = []
+    errors: list[BaseException] = []
+    done = [0]
+    now = time.perf_counter
+
+    def completed(future, started):
+        room.release()
+        if future.exception() is not None:
+            errors.append(future.exception())
+        else:
+            latencies.append((now() - started) * 1000)
+            done[0] += 1
+
+    start = now()
+    end = start + seconds
+    sent = 0
+    while now() < end and not errors:
+        room.acquire()
+        t = now()
+        handles[sent % ledgers].append_async(payload).add_done_callback(lambda f, t=t: completed(f, t))
+        sent += 1
+        if progress and sent % 1000 == 0:
+            progress(done[0])
+    for handle in handles:
+        handle.close()
+    elapsed = now() - start
+    if errors:
+        raise errors[0]
+    return WriteResult(done[0], elapsed, entry_size, latencies, [h.ledger_id for h in handles])
+
+
+def batch_write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int = 3, write_quorum: int = 2,
+                           ack_quorum: int = 2, batch: int = 256, in_flight: int = 16,
+                           password: bytes = b"benchPasswd") -> WriteResult:
+    """``append_batch`` of ``batch`` entries at a time, ``in_flight`` batches pending."""
+    handle = bk.create_ledger(ensemble, write_quorum, ack_quorum, password=password)
+    payloads = [os.urandom(entry_size)] * batch
+    pending, latencies, done = [], [], 0
+    now = time.perf_counter
+    start = now()
+    while now() - start < seconds:
+        if len(pending) >= in_flight:
+            t, future = pending.pop(0)
+            done += len(future.result())
+            latencies.append((now() - t) * 1000)
+        pending.append((now(), handle.append_batch(payloads)))
+    for t, future in pending:
+        done += len(future.result())
+        latencies.append((now() - t) * 1000)
+    elapsed = now() - start
+    handle.close()
+    return WriteResult(done, elapsed, entry_size, latencies, [handle.ledger_id])
+
+
+def append_latency(bk, count: int, entry_size: int = 1024, ensemble: int = 3, write_quorum: int = 3,
+                   ack_quorum: int = 2) -> WriteResult:
+    """One append at a time: the latency of each."""
+    handle = bk.create_ledger(ensemble, write_quorum, ack_quorum, password=b"benchPasswd")
+    payload = os.urandom(entry_size)
+    latencies = []
+    start = time.perf_counter()
+    for _ in range(count):
+        t = time.perf_counter()
+        handle.append(payload)
+        latencies.append((time.perf_counter() - t) * 1000)
+    elapsed = time.perf_counter() - start
+    handle.close()
+    return WriteResult(count, elapsed, entry_size, latencies, [handle.ledger_id])
+
+
+def read_throughput(bk, ledger_id: int, password: bytes = b"benchPasswd", batch: int = 100_000) -> tuple[int, int, float]:
+    """Read a ledger from start to end without recovery: (entries, bytes, seconds)."""
+    handle = bk.open_ledger(ledger_id, password=password, recovery=False)
+    last = handle.last_add_confirmed
+    entries = size = 0
+    start = time.perf_counter()
+    for first in range(0, last + 1, batch):
+        chunk = handle.read(first, min(last, first + batch - 1))
+        entries += len(chunk)
+        size += sum(len(e.payload) for e in chunk)
+    return entries, size, time.perf_counter() - start
