@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from bookie.client import exceptions as bke
 from bookie.client.distribution_schedule import write_set
 from bookie.client.ensemble_placement import replace_bookie
+from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
@@ -82,7 +83,7 @@ class _Batch:
     sent: float
 
 
-class LedgerHandle:
+class LedgerHandle(Handle):
     """A ledger open for writing. Thread-safe; ``append`` blocks, ``append_async`` returns a future."""
 
     def __init__(self, bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password: bytes,
@@ -115,19 +116,6 @@ class LedgerHandle:
         self._last_add_time = time.monotonic()
         self._explicit_lac_sent = last_add_confirmed
         bk._register_writer(self)
-
-    # -- properties ---------------------------------------------------------------------------------
-    @property
-    def ledger_id(self) -> int:
-        return self.ledger.ledger_id
-
-    @property
-    def scope_id(self) -> int:
-        return self.ledger.scope_id
-
-    @property
-    def metadata(self) -> LedgerMetadata:
-        return self._versioned.value
 
     @property
     def is_closed(self) -> bool:
@@ -470,11 +458,6 @@ class LedgerHandle:
             except bke.BKMetadataVersionException:
                 versioned = self.bk.store.read_ledger(self.ledger)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class LedgerHandleAdv(LedgerHandle):

@@ -10,6 +10,7 @@ import concurrent.futures as cf
 import time
 
 from bookie.client import exceptions as bke
+from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
@@ -19,7 +20,7 @@ from bookie.proto import status
 from bookie.proto.checksum import DigestManager, DigestMatchError
 
 
-class ReadOnlyLedgerHandle:
+class ReadOnlyLedgerHandle(Handle):
     def __init__(self, bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password: bytes):
         self.bk = bk
         self.ledger = ledger
@@ -30,18 +31,6 @@ class ReadOnlyLedgerHandle:
         self.last_add_confirmed = md.last_entry_id if md.is_closed else -1
         if not md.is_closed:
             self.read_last_add_confirmed()
-
-    @property
-    def ledger_id(self) -> int:
-        return self.ledger.ledger_id
-
-    @property
-    def scope_id(self) -> int:
-        return self.ledger.scope_id
-
-    @property
-    def metadata(self) -> LedgerMetadata:
-        return self._versioned.value
 
     @property
     def is_closed(self) -> bool:
@@ -108,9 +97,3 @@ class ReadOnlyLedgerHandle:
 
     def close(self) -> None:
         """Nothing to record: a reader never changes the ledger."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
