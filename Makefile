@@ -17,7 +17,7 @@ test: $(STAMP)
 	$(PY) -m pytest tests
 
 demo: $(STAMP)
-	$(PY) -m bookie.server.demo
+	$(PY) -m spark_bookkeeper.demo
 
 bench: $(STAMP)
 	$(PY) bench/journal.py

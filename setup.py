@@ -8,7 +8,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["spark_bookkeeper*", "bookie*", "jobs*"]),
+    packages=find_packages(include=["spark_bookkeeper*", "pyspark_bookkeeper*", "bookie*", "jobs*"]),
     install_requires=[
         "pyspark>=4.3,<4.4",
         "pyarrow>=17,<30",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,7 @@ def main() -> None:
     finally:
         stop_process(bare)
         cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in results.items()}
     print(f"bookie add bench (1 KiB entries, {BATCH} per message, {args.in_flight} in flight, fsync on, median of {args.rounds}):")
     print(f"  bare servicer (acks only) : {med['bare'][0]:10,.0f} entries/s  p50 {med['bare'][1]:5.1f} ms  p99 {med['bare'][2]:5.1f} ms")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 import time
 
@@ -47,7 +48,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
-    with LocalBookKeeper(3, base_dir=tempfile.mkdtemp(prefix="bk-bench-client-", dir=os.environ.get("BENCH_DIR"))) as cluster:
+    base = tempfile.mkdtemp(prefix="bk-bench-client-", dir=os.environ.get("BENCH_DIR"))
+    try:
+        run(args, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run(args, base: str) -> None:
+    with LocalBookKeeper(3, base_dir=base) as cluster:
         with BookKeeper(cluster.metadata_service_uri) as bk:
             benchmark.write_throughput(bk, 1.0, 1024, 3, 3, 2, 10000)  # warm-up: connections, JIT-free but caches
             write = benchmark.write_throughput(bk, args.seconds, 1024, 3, 3, 2, in_flight=10000)

@@ -1,1 +1,14 @@
-"""Spark data source for BookKeeper ledgers."""
+"""Spark data source for BookKeeper ledgers: ``spark.read.format("bookkeeper")``, ``df.write.format("bookkeeper")``.
+
+``format("bookkeeper")`` works right after ``pip install`` (the ``pyspark_bookkeeper`` module exposes
+``DefaultSource``, which Spark registers by itself); ``register(spark)`` does the same explicitly.
+"""
+from spark_bookkeeper.datasource import BookKeeperDataSource
+from spark_bookkeeper.options import BookKeeperOptionError
+
+__all__ = ["BookKeeperDataSource", "BookKeeperOptionError", "register"]
+
+
+def register(spark) -> None:
+    """Register the ``bookkeeper`` format with a SparkSession."""
+    spark.dataSource.register(BookKeeperDataSource)

@@ -116,3 +116,33 @@ def bk_cluster(cluster):
     yield make
     for bk in clients:
         bk.close()
+
+
+# -- Spark ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession (local[2]) for the whole run: its start-up costs ~15-20 s."""
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must run this venv's Python (pyarrow, the package)
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    session = (SparkSession.builder.master("local[2]").appName("spark-bookkeeper-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(zookeeper, tmp_path_factory):
+    """Four bookies shared by a module's tests (for tests that do not kill bookies)."""
+    import uuid
+
+    from bookie.server.local_bookkeeper import LocalBookKeeper
+    c = LocalBookKeeper(4, base_dir=str(tmp_path_factory.mktemp("shared-cluster")), zookeeper=zookeeper,
+                        root=f"/ledgers-{uuid.uuid4().hex[:8]}", bookie_settings={"zkTimeout": 2000}).start()
+    yield c
+    c.stop()

@@ -6,6 +6,7 @@ bookies. Every process it starts runs in its own process group and is stopped by
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +56,7 @@ class LocalBookKeeper:
     def __init__(self, num_bookies: int = 3, base_dir: str | None = None, zk_port: int = 0,
                  zookeeper: ZooKeeperServer | None = None, root: str = "/ledgers", tick_time: int = 2000,
                  bookie_settings: dict | None = None):
+        self._own_dir = base_dir is None  # a directory it made itself is removed again by stop()
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="bk-local-")
         self._own_zk = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperServer(os.path.join(self.base_dir, "zookeeper"), zk_port, tick_time)
@@ -134,6 +136,8 @@ class LocalBookKeeper:
                 self.kill_bookie(bookie.index, signal.SIGTERM)
         if self._own_zk:
             self.zookeeper.stop()
+        if self._own_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
 
     def __enter__(self):
         return self.start()

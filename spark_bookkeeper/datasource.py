@@ -1,0 +1,85 @@
+"""The ``bookkeeper`` data source: read ledgers and logs, write logs, inspect metadata.
+
+Name: ``bookkeeper``
+
+Options (read):
+    metadataServiceUri  zk://host:port/ledgers (required)
+    log | ledgers | scope   what to read: a log's ledgers in order, ids or qualified names ("12,13"), or a scope
+    password            the ledgers' password (default empty)
+    digest              expected digest type (checked against the metadata)
+    startEntry, endEntry    entry range of each ledger (default: all up to the last entry / LAC)
+    maxEntriesPerPartition  split big fragments (default 100000)
+    recover             true: recover (fence and close) open ledgers first; default: read up to the LAC
+    table               ledgers | fragments | bookies: one row per ledger / fragment / bookie instead
+Options (write): metadataServiceUri, log, ensembleSize (3), writeQuorum (2), ackQuorum (2), digest (crc32c), password
+
+Schema (read): ``ledger_id long, entry_id long, payload binary`` plus ``log string, segment int`` when a
+log is read. Write: a DataFrame with one ``payload`` column (binary or string).
+
+Example::
+
+    df.write.format("bookkeeper").mode("append") \\
+        .option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers").option("log", "events").save()
+    spark.read.format("bookkeeper").option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers") \\
+        .option("log", "events").load().show()
+"""
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import BinaryType, StringType, StructType
+
+from spark_bookkeeper import tables
+from spark_bookkeeper.options import BookKeeperOptionError, ReadOptions, WriteOptions
+
+READ_SCHEMA = "ledger_id long, entry_id long, payload binary"
+LOG_READ_SCHEMA = READ_SCHEMA + ", log string, segment int"
+
+
+class BookKeeperDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "bookkeeper"
+
+    def schema(self):
+        opts = ReadOptions.parse(self.options)
+        if opts.table:
+            return tables.SCHEMAS[opts.table]
+        from spark_bookkeeper.reader import resolve_slices
+        resolve_slices(opts)  # unknown log or ledger, wrong password, unreachable cluster: fail here, at load()
+        return LOG_READ_SCHEMA if opts.log else READ_SCHEMA
+
+    def reader(self, schema: StructType):
+        opts = ReadOptions.parse(self.options)
+        if opts.table:
+            return tables.TableReader(opts)
+        from spark_bookkeeper.reader import BookKeeperReader
+        return BookKeeperReader(opts, schema, to_arrow_schema(schema, timezone="UTC"))
+
+    def writer(self, schema: StructType, overwrite: bool):
+        from spark_bookkeeper.writer import BookKeeperWriter
+        opts = check_write(self.options, schema)
+        return BookKeeperWriter(opts, overwrite)
+
+
+def check_write(options, schema: StructType) -> WriteOptions:
+    """Everything a write needs, checked before a task runs."""
+    opts = WriteOptions.parse(options)
+    names = [f.name for f in schema.fields]
+    if "payload" not in names:
+        raise BookKeeperOptionError(f"the DataFrame has no payload column (columns: {', '.join(names) or 'none'}); "
+                                    "write a single column named payload, binary or string")
+    others = [n for n in names if n != "payload"]
+    if others:
+        raise BookKeeperOptionError(f"columns {', '.join(others)} cannot be written: only payload is stored "
+                                    "(select or encode them into payload first)")
+    kind = schema["payload"].dataType
+    if not isinstance(kind, (BinaryType, StringType)):
+        raise BookKeeperOptionError(f"payload is {kind.simpleString()}; it must be binary or string")
+    from spark_bookkeeper import connections
+    bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+    writable = bk.writable_bookies()
+    if len(writable) < opts.ensemble_size:
+        raise BookKeeperOptionError(f"ensembleSize={opts.ensemble_size} but only {len(writable)} writable bookies "
+                                    f"are registered ({', '.join(writable) or 'none'})")
+    return opts

@@ -1,0 +1,167 @@
+"""Options of ``format("bookkeeper")``: names, parsing, and one clear error for each bad input.
+
+Spark hands options over lower-cased and as strings; they are matched case-insensitively to the
+names users write (``metadataServiceUri``, ``maxEntriesPerPartition``, ...). Everything is checked on
+the driver, before a task runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bookie.ledger_id import LedgerId
+from bookie.meta.service_uri import MetadataServiceUri
+from bookie.proto.checksum import DigestType
+
+READ_OPTIONS = ["metadataServiceUri", "log", "ledgers", "scope", "password", "digest", "startEntry", "endEntry",
+                "maxEntriesPerPartition", "recover", "table", "zkConnectTimeout", "maxEntriesPerTrigger"]
+WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ackQuorum", "digest", "password",
+                 "zkConnectTimeout", "writerId", "checkpointLocation", "path"]
+TABLES = ("ledgers", "fragments", "bookies")
+
+
+class BookKeeperOptionError(ValueError):
+    """A bad option of format("bookkeeper"): says which, and what is allowed."""
+
+
+def _canonical(options, allowed: list[str], what: str) -> dict[str, str]:
+    by_lower = {name.lower(): name for name in allowed}
+    out = {}
+    for key, value in dict(options).items():
+        name = by_lower.get(key.lower())
+        if name is None:
+            raise BookKeeperOptionError(f"unknown {what} option {key!r}; allowed: {', '.join(allowed)}")
+        out[name] = value
+    return out
+
+
+def _int(opts: dict, name: str, default: int | None, minimum: int | None = None) -> int | None:
+    if name not in opts:
+        return default
+    try:
+        value = int(opts[name])
+    except ValueError:
+        raise BookKeeperOptionError(f"option {name}={opts[name]!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise BookKeeperOptionError(f"option {name}={value} must be at least {minimum}")
+    return value
+
+
+def _bool(opts: dict, name: str, default: bool) -> bool:
+    value = opts.get(name)
+    if value is None:
+        return default
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise BookKeeperOptionError(f"option {name}={value!r} must be true or false")
+
+
+def _uri(opts: dict) -> str:
+    uri = opts.get("metadataServiceUri")
+    if not uri:
+        raise BookKeeperOptionError("option metadataServiceUri is missing: where is the cluster? "
+                                    "e.g. .option(\"metadataServiceUri\", \"zk://127.0.0.1:2181/ledgers\")")
+    try:
+        MetadataServiceUri.parse(uri)
+    except ValueError as exc:
+        raise BookKeeperOptionError(f"option metadataServiceUri: {exc}") from None
+    return uri
+
+
+def _digest(opts: dict) -> DigestType | None:
+    if "digest" not in opts:
+        return None
+    try:
+        return DigestType.parse(opts["digest"])
+    except ValueError as exc:
+        raise BookKeeperOptionError(f"option digest: {exc}") from None
+
+
+def parse_ledgers(text: str) -> list[LedgerId]:
+    """``"12,13"`` or qualified names (32 hex digits), comma separated."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            out.append(LedgerId.of(int(part)) if part.isdigit() else LedgerId.from_qualified_name(part))
+        except ValueError as exc:
+            raise BookKeeperOptionError(f"option ledgers: {part!r} is neither a ledger id nor a qualified name ({exc})") from None
+    if not out:
+        raise BookKeeperOptionError("option ledgers names no ledger")
+    return out
+
+
+@dataclass
+class ReadOptions:
+    uri: str
+    log: str | None = None
+    ledgers: list[LedgerId] | None = None
+    scope: int | None = None
+    password: bytes = b""
+    digest: DigestType | None = None
+    start_entry: int = 0
+    end_entry: int | None = None
+    max_entries_per_partition: int = 100_000
+    recover: bool = False
+    table: str | None = None
+    zk_connect_timeout: float = 10.0
+    max_entries_per_trigger: int | None = None
+
+    @classmethod
+    def parse(cls, options) -> "ReadOptions":
+        opts = _canonical(options, READ_OPTIONS, "read")
+        table = opts.get("table")
+        if table is not None and table not in TABLES:
+            raise BookKeeperOptionError(f"option table={table!r}; allowed: {', '.join(TABLES)}")
+        chosen = [n for n in ("log", "ledgers", "scope") if n in opts]
+        if table is None and len(chosen) != 1:
+            raise BookKeeperOptionError("say what to read with exactly one of the options log, ledgers or scope"
+                                        + (f" (got {', '.join(chosen)})" if chosen else ""))
+        start = _int(opts, "startEntry", 0, 0)
+        end = _int(opts, "endEntry", None, 0)
+        if end is not None and end < start:
+            raise BookKeeperOptionError(f"option endEntry={end} is before startEntry={start}")
+        return cls(uri=_uri(opts), log=opts.get("log"),
+                   ledgers=parse_ledgers(opts["ledgers"]) if "ledgers" in opts else None,
+                   scope=_int(opts, "scope", None, 0), password=opts.get("password", "").encode(),
+                   digest=_digest(opts), start_entry=start, end_entry=end,
+                   max_entries_per_partition=_int(opts, "maxEntriesPerPartition", 100_000, 1),
+                   recover=_bool(opts, "recover", False), table=table,
+                   zk_connect_timeout=float(opts.get("zkConnectTimeout", 10.0)),
+                   max_entries_per_trigger=_int(opts, "maxEntriesPerTrigger", None, 1))
+
+
+@dataclass
+class WriteOptions:
+    uri: str
+    log: str
+    ensemble_size: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+    digest: DigestType = DigestType.CRC32C
+    password: bytes = b""
+    zk_connect_timeout: float = 10.0
+    writer_id: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options) -> "WriteOptions":
+        opts = _canonical(options, WRITE_OPTIONS, "write")
+        log = opts.get("log") or opts.get("path")
+        if not log:
+            raise BookKeeperOptionError("option log is missing: name the log to write to, e.g. .option(\"log\", \"events\")")
+        check_log_name(log)
+        e = _int(opts, "ensembleSize", 3, 1)
+        w = _int(opts, "writeQuorum", min(2, e), 1)
+        a = _int(opts, "ackQuorum", min(2, w), 1)
+        if not 0 < a <= w <= e:
+            raise BookKeeperOptionError(f"quorums must satisfy 0 < ackQuorum <= writeQuorum <= ensembleSize; got "
+                                        f"ensembleSize={e}, writeQuorum={w}, ackQuorum={a}")
+        return cls(uri=_uri(opts), log=log, ensemble_size=e, write_quorum=w, ack_quorum=a,
+                   digest=_digest(opts) or DigestType.CRC32C, password=opts.get("password", "").encode(),
+                   zk_connect_timeout=float(opts.get("zkConnectTimeout", 10.0)), writer_id=opts.get("writerId"))
+
+
+def check_log_name(name: str) -> None:
+    if not name or "/" in name or name in (".", "..") or len(name) > 200:
+        raise BookKeeperOptionError(f"log name {name!r} is not allowed: 1-200 characters, no '/'")

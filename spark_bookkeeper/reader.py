@@ -1,0 +1,157 @@
+"""Batch reads: one Spark partition per (ledger, fragment, ensemble member), read straight from bookies.
+
+Planning (driver, from metadata): every ledger of the log / list / scope; an open ledger is read up
+to its LAC (asked of its bookies, never fenced) unless ``recover=true`` closes it first. Each
+fragment ``[first, last]`` of a ledger gets one partition per bookie of its ensemble: bookie i reads
+the entries it is first in the write set for (``e % E == i``), so all bookies of a fragment serve at
+once; ranges longer than ``maxEntriesPerPartition`` are split.
+
+Reading (executor): a streamed range read with that stride from the member bookie; every entry's
+ledger id and digest are checked into column buffers (``DigestManager.verify_columns``), and any entry
+that is missing or bad there is read from the other bookies of its write set. Out come
+``pyarrow.RecordBatch``es built from those buffers.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from bookie.client.conf import ClientConfiguration
+from bookie.client.ledger_reader import LedgerReader
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.proto import status
+from bookie.proto.checksum import DigestManager
+from spark_bookkeeper import connections
+from spark_bookkeeper.options import BookKeeperOptionError, ReadOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LedgerSlice:
+    ledger: LedgerId
+    metadata: LedgerMetadata
+    first: int
+    last: int
+    log: str | None
+    segment: int | None
+
+
+@dataclass
+class FragmentMemberPartition(InputPartition):
+    """Entries ``first..last`` of one fragment that ``ensemble[member]`` is first in the write set for."""
+
+    slice: LedgerSlice
+    ensemble: tuple[str, ...]
+    member: int
+    first: int
+    last: int
+
+    def __init__(self, slice_: LedgerSlice, ensemble, member: int, first: int, last: int):
+        super().__init__(None)
+        self.slice, self.ensemble, self.member, self.first, self.last = slice_, tuple(ensemble), member, first, last
+
+
+def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
+    """The partitions of a read (driver side)."""
+    partitions = []
+    for sl in resolve_slices(opts):
+        for f_first, f_last, ensemble in sl.metadata.fragments():
+            f_last = sl.last if f_last < 0 else f_last
+            a, b = max(sl.first, f_first), min(sl.last, f_last)
+            if a > b:
+                continue
+            for member in range(len(ensemble)):
+                for lo in range(a, b + 1, opts.max_entries_per_partition):
+                    hi = min(b, lo + opts.max_entries_per_partition - 1)
+                    partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, hi))
+    return partitions
+
+
+def resolve_slices(opts: ReadOptions) -> list[LedgerSlice]:
+    from spark_bookkeeper.log import LogNotFoundError, read_log
+    bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+    if opts.log is not None:
+        try:
+            segments = read_log(bk.store, opts.log).segments
+        except LogNotFoundError as exc:
+            raise BookKeeperOptionError(f"option log: {exc}") from None
+        targets = [(s.ledger, opts.log, i) for i, s in enumerate(segments)]
+    elif opts.ledgers is not None:
+        targets = [(lid, None, None) for lid in opts.ledgers]
+    else:
+        targets = [(lid, None, None) for lid in bk.list_ledgers(opts.scope)]
+    slices = []
+    from bookie.client.exceptions import BKNoSuchLedgerExistsException, BKUnauthorizedAccessException
+    for ledger, log_name, segment in targets:
+        try:
+            handle = bk.open_ledger(ledger, password=opts.password, recovery=opts.recover)
+        except BKNoSuchLedgerExistsException:
+            raise BookKeeperOptionError(f"ledger {ledger} does not exist (metadataServiceUri {opts.uri})") from None
+        except BKUnauthorizedAccessException:
+            raise BookKeeperOptionError(f"wrong password for ledger {ledger}: set option password") from None
+        md = handle.metadata
+        if opts.digest is not None and opts.digest != md.digest_type:
+            raise BookKeeperOptionError(f"option digest={opts.digest.name.lower()} but ledger {ledger} uses "
+                                        f"{md.digest_type.name.lower()}")
+        last = handle.last_add_confirmed if opts.end_entry is None else min(opts.end_entry, handle.last_add_confirmed)
+        if last >= opts.start_entry:
+            slices.append(LedgerSlice(ledger, md, opts.start_entry, last, log_name, segment))
+    return slices
+
+
+class BookKeeperReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions, schema, arrow_schema: pa.Schema):
+        self.opts = opts
+        self.schema = schema
+        self.arrow_schema = arrow_schema
+
+    def partitions(self):
+        return plan(self.opts)
+
+    def read(self, partition: FragmentMemberPartition):
+        sl = partition.slice
+        md = sl.metadata
+        digest = DigestManager(sl.ledger, self.opts.password, md.digest_type)
+        E = len(partition.ensemble)
+        wanted = np.arange(partition.first, partition.last + 1, dtype=np.int64)
+        wanted = wanted[wanted % E == partition.member]
+        if not len(wanted):
+            return
+        clients = connections.worker_clients()
+        got = set()
+        try:
+            for message in clients.bookie_client(partition.ensemble[partition.member]).read_entries(
+                    sl.ledger, partition.first, partition.last, clients.conf.readBatchBytes, E if E > 1 else 0,
+                    partition.member):
+                if message.status != status.EOK:
+                    log.warning("ledger %s from %s: %s; reading from other replicas", sl.ledger,
+                                partition.ensemble[partition.member], status.name_of(message.status))
+                    break
+                ids, offsets, data, bad = digest.verify_columns(message.entries)
+                if len(ids):
+                    got.update(ids.tolist())
+                    yield self._batch(sl, ids, offsets, data)
+        except Exception as exc:  # a bookie that cannot serve: its entries come from the other replicas
+            log.warning("ledger %s: bookie %s failed (%s); reading from other replicas", sl.ledger,
+                        partition.ensemble[partition.member], exc)
+        missing = [int(e) for e in wanted if int(e) not in got]
+        if missing:
+            reader = LedgerReader(clients, sl.ledger, digest)
+            payloads = [reader.read_entry(md, e, skip=(partition.ensemble[partition.member],)) for e in missing]
+            offsets = np.zeros(len(missing) + 1, dtype=np.int32)
+            np.cumsum([len(p) for p in payloads], out=offsets[1:])
+            yield self._batch(sl, np.array(missing, dtype=np.int64), offsets, b"".join(payloads))
+
+    def _batch(self, sl: LedgerSlice, ids: np.ndarray, offsets: np.ndarray, data: bytes) -> pa.RecordBatch:
+        n = len(ids)
+        payload = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        columns = [pa.array(np.full(n, sl.ledger.ledger_id, dtype=np.int64)), pa.array(ids), payload]
+        if sl.log is not None:
+            columns += [pa.array([sl.log] * n, pa.string()), pa.array(np.full(n, sl.segment, dtype=np.int32))]
+        return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)

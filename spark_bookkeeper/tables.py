@@ -1,0 +1,60 @@
+"""Metadata tables: ``.option("table", "ledgers" | "fragments" | "bookies")``, one row per ledger /
+fragment / bookie, computed on the driver from ZooKeeper (and GetBookieInfo for bookies)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from spark_bookkeeper import connections
+from spark_bookkeeper.options import ReadOptions
+
+SCHEMAS = {
+    "ledgers": ("scope_id long, ledger_id long, state string, ensemble_size int, write_quorum int, ack_quorum int, "
+                "last_entry_id long, length long, digest string, ctime timestamp, fragments int, "
+                "bookies array<string>, custom_metadata map<string,binary>"),
+    "fragments": ("scope_id long, ledger_id long, fragment int, first_entry_id long, last_entry_id long, "
+                  "ensemble array<string>, state string"),
+    "bookies": "bookie_id string, state string, total_disk long, free_disk long",
+}
+
+
+def rows(opts: ReadOptions) -> list[tuple]:
+    bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+    if opts.table == "bookies":
+        out = []
+        for state, bookies in (("rw", bk.writable_bookies()), ("ro", bk.readonly_bookies())):
+            for bookie in bookies:
+                try:
+                    info = bk.bookie_client(bookie).bookie_info()
+                    out.append((bookie, state, info.totalDiskCapacity, info.freeDiskSpace))
+                except Exception:  # registered but not answering
+                    out.append((bookie, "unavailable", None, None))
+        return out
+    out = []
+    for ledger in bk.list_ledgers(opts.scope if opts.scope is not None else None):
+        try:
+            md = bk.ledger_metadata(ledger)
+        except Exception:  # deleted while listing
+            continue
+        if opts.table == "ledgers":
+            bookies = sorted({b for _, ens in md.ensembles for b in ens})
+            out.append((ledger.scope_id, ledger.ledger_id, md.state.name, md.ensemble_size, md.write_quorum_size,
+                        md.ack_quorum_size, md.last_entry_id, md.length, md.digest_type.name.lower(),
+                        dt.datetime.fromtimestamp(md.ctime / 1000, tz=dt.timezone.utc), len(md.ensembles), bookies,
+                        dict(md.custom_metadata)))
+        else:
+            for i, (first, last, ensemble) in enumerate(md.fragments()):
+                out.append((ledger.scope_id, ledger.ledger_id, i, first, last, list(ensemble), md.state.name))
+    return out
+
+
+class TableReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions):
+        self.opts = opts
+
+    def partitions(self):
+        return [InputPartition(rows(self.opts))]
+
+    def read(self, partition):
+        yield from partition.value

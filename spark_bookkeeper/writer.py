@@ -1,0 +1,129 @@
+"""Batch writes: each task writes its rows to a ledger of its own; the driver's commit appends the
+batch's ledgers to the log in one compare-and-set.
+
+- ``write`` (executor): the ``payload`` column (binary, or string as UTF-8) goes to a new ledger
+  (``ensembleSize``/``writeQuorum``/``ackQuorum``/``digest``/``password``), tagged in its custom metadata
+  with the log, the writer id and the batch; the ledger is closed and (ledger, entries, bytes) returned.
+- ``commit`` (driver): ``log.commit_batch`` — once per (writer, batch); a replayed batch adds nothing
+  and its duplicate ledgers are deleted. ``mode("overwrite")`` swaps the list, then deletes the old ledgers.
+- ``abort``: deletes what the batch wrote. Spark passes None for failed tasks, so ledgers are also found
+  by their tags (a sweep of the writer's ledgers that no log lists).
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from bookie.client.exceptions import BKException, BKNoSuchLedgerExistsException
+from bookie.ledger_id import LedgerId
+from spark_bookkeeper import connections
+from spark_bookkeeper.log import LogSegment, commit_batch, read_log
+from spark_bookkeeper.options import WriteOptions
+
+log = logging.getLogger(__name__)
+TAG_LOG, TAG_WRITER, TAG_BATCH = "spark.log", "spark.writer", "spark.batch"
+WRITE_CHUNK = 4096  # rows appended per append_batch
+
+
+@dataclass
+class LedgerWritten(WriterCommitMessage):
+    scope: int
+    ledger: int  # -1: the task had no rows
+    entries: int
+    bytes: int
+
+
+def payloads_of(batch: pa.RecordBatch) -> list:
+    column = batch.column(batch.schema.get_field_index("payload"))
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    if column.null_count:
+        raise ValueError(f"payload has {column.null_count} null values; every row needs a payload")
+    return column.to_pylist()
+
+
+class BookKeeperWriter(DataSourceArrowWriter):
+    def __init__(self, opts: WriteOptions, overwrite: bool):
+        self.opts = opts
+        self.overwrite = overwrite
+        self.writer_id = opts.writer_id or uuid.uuid4().hex  # chosen on the driver, travels with the writer
+
+    def _batch_id(self) -> int:
+        return 0  # a batch write is one batch of its (unique) writer
+
+    def write(self, iterator) -> LedgerWritten:
+        opts = self.opts
+        handle = None
+        entries = size = 0
+        pending = None
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            if handle is None:
+                bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+                handle = bk.create_ledger(opts.ensemble_size, opts.write_quorum, opts.ack_quorum, digest=opts.digest,
+                                          password=opts.password, custom_metadata={
+                                              TAG_LOG: opts.log.encode(), TAG_WRITER: self.writer_id.encode(),
+                                              TAG_BATCH: str(self._batch_id()).encode()})
+            payloads = payloads_of(batch)
+            for start in range(0, len(payloads), WRITE_CHUNK):
+                chunk = payloads[start: start + WRITE_CHUNK]
+                pending = handle.append_batch(chunk)
+                entries += len(chunk)
+                size += sum(map(len, chunk))
+        if handle is None:
+            return LedgerWritten(0, -1, 0, 0)
+        if pending is not None:
+            pending.result()
+        handle.close()
+        return LedgerWritten(handle.scope_id, handle.ledger_id, entries, size)
+
+    def commit(self, messages) -> None:
+        self._commit(messages, self._batch_id())
+
+    def _commit(self, messages, batch_id: int) -> None:
+        bk = connections.driver_client(self.opts.uri, self.opts.zk_connect_timeout)
+        written = [m for m in messages if m is not None and m.ledger >= 0]
+        segments = [LogSegment(LedgerId(m.scope, m.ledger), m.entries, m.bytes, self.writer_id, batch_id) for m in written]
+        applied, replaced = commit_batch(bk.store, self.opts.log, self.writer_id, batch_id, segments, self.overwrite)
+        if not applied:
+            log.info("log %s: batch %d of writer %s was committed before; dropping its duplicate ledgers",
+                     self.opts.log, batch_id, self.writer_id)
+            self._delete(bk, [s.ledger for s in segments])
+        self._delete(bk, [s.ledger for s in replaced])
+
+    def abort(self, messages) -> None:
+        self._abort(messages, self._batch_id())
+
+    def _abort(self, messages, batch_id: int) -> None:
+        bk = connections.driver_client(self.opts.uri, self.opts.zk_connect_timeout)
+        listed = {m.ledger for m in messages if m is not None and m.ledger >= 0}
+        self._delete(bk, [LedgerId(0, lid) for lid in listed] + self.orphans(bk, batch_id))
+
+    def orphans(self, bk, batch_id: int | None = None) -> list[LedgerId]:
+        """Ledgers tagged with this writer (and batch) that the log does not list."""
+        in_log = {s.ledger for s in read_log(bk.store, self.opts.log, missing_ok=True).segments}
+        found = []
+        for ledger in bk.list_ledgers(None):
+            try:
+                tags = bk.ledger_metadata(ledger).custom()
+            except BKNoSuchLedgerExistsException:
+                continue
+            if tags.get(TAG_WRITER) == self.writer_id.encode() and ledger not in in_log and \
+                    (batch_id is None or tags.get(TAG_BATCH) == str(batch_id).encode()):
+                found.append(ledger)
+        return found
+
+    @staticmethod
+    def _delete(bk, ledgers) -> None:
+        for ledger in ledgers:
+            try:
+                bk.delete_ledger(ledger)
+            except BKNoSuchLedgerExistsException:
+                pass
+            except BKException as exc:
+                log.warning("could not delete ledger %s: %s", ledger, exc)

@@ -1,0 +1,199 @@
+"""spark.read / df.write .format("bookkeeper") on a real Spark local[2] and real bookie processes."""
+from __future__ import annotations
+
+import signal
+import uuid
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from bookie.client import BookKeeper
+from bookie.meta.ledger_metadata import LedgerState
+from bookie.server.entry_logger import log_path
+from tests.conftest import flip_byte
+
+PW = b"pw"
+
+
+def source(spark, uri: str, **options):
+    reader = spark.read.format("bookkeeper").option("metadataServiceUri", uri)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def write(df, uri: str, log: str, mode: str = "append", **options):
+    writer = df.write.format("bookkeeper").mode(mode).option("metadataServiceUri", uri).option("log", log)
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+def payloads(spark, start: int, count: int, partitions: int = 3):
+    return spark.range(start, start + count, numPartitions=partitions).select(
+        F.concat(F.lit("event-"), F.col("id").cast("string")).cast("binary").alias("payload"))
+
+
+def test_write_then_read_a_log(spark, shared_cluster):
+    uri, log = shared_cluster.metadata_service_uri, f"events-{uuid.uuid4().hex[:6]}"
+    first, second = payloads(spark, 0, 3000), payloads(spark, 3000, 2000, partitions=2)
+    write(first, uri, log)
+    write(second, uri, log)
+    back = source(spark, uri, log=log)
+    assert back.columns == ["ledger_id", "entry_id", "payload", "log", "segment"]
+    assert_df_equality(back.select("payload"), first.union(second), ignore_row_order=True, ignore_nullable=True)
+    segments = back.groupBy("segment").count().orderBy("segment").collect()
+    assert [r["segment"] for r in segments] == [0, 1, 2, 3, 4]  # 3 + 2 tasks, one ledger each, in commit order
+    assert back.where(F.col("log") != log).count() == 0
+    # Entry ids restart in every ledger and match payload order within it.
+    ids = back.where("segment = 0").orderBy("entry_id").select("entry_id").collect()
+    assert [r.entry_id for r in ids] == list(range(len(ids)))
+
+
+def test_overwrite_swaps_the_log_and_deletes_old_ledgers(spark, shared_cluster):
+    uri, log = shared_cluster.metadata_service_uri, f"ow-{uuid.uuid4().hex[:6]}"
+    write(payloads(spark, 0, 100), uri, log)
+    old = {r.ledger_id for r in source(spark, uri, log=log).select("ledger_id").distinct().collect()}
+    write(payloads(spark, 500, 50, partitions=1), uri, log, mode="overwrite")
+    assert_df_equality(source(spark, uri, log=log).select("payload"), payloads(spark, 500, 50), ignore_row_order=True, ignore_nullable=True)
+    with BookKeeper(uri) as bk:
+        remaining = {lid.ledger_id for lid in bk.list_ledgers()}
+    assert not old & remaining, "overwritten ledgers must be deleted"
+
+
+def test_partitions_are_fragments_times_ensemble_members(spark, cluster):
+    c = cluster(4)
+    with BookKeeper(c.metadata_service_uri) as bk:
+        lh = bk.create_ledger(3, 2, 2, password=PW)
+        lh.append_batch([b"a%d" % i for i in range(300)]).result(30)
+        victim = next(b.index for b in c.bookies if b.bookie_id == lh.ensemble[0])
+        c.kill_bookie(victim, signal.SIGKILL)
+        lh.append_batch([b"b%d" % i for i in range(300)]).result(60)  # a new fragment without the victim
+        lh.close()
+        fragments = len(bk.ledger_metadata(lh.ledger_id).ensembles)
+    assert fragments == 2
+    c.start_bookie(victim)
+    df = source(spark, c.metadata_service_uri, ledgers=str(lh.ledger_id), password="pw")
+    assert df.rdd.getNumPartitions() == fragments * 3
+    expected = spark.createDataFrame([(lh.ledger_id, i, (b"a%d" % i if i < 300 else b"b%d" % (i - 300)))
+                                      for i in range(600)], "ledger_id long, entry_id long, payload binary")
+    assert_df_equality(df, expected, ignore_row_order=True, ignore_nullable=True)
+    assert source(spark, c.metadata_service_uri, ledgers=str(lh.ledger_id), password="pw",
+                  maxEntriesPerPartition=100).rdd.getNumPartitions() == 6 * 3  # 600 entries / 100, x 3 members
+
+
+def test_open_ledger_is_read_up_to_its_lac_without_disturbing_the_writer(spark, shared_cluster):
+    uri = shared_cluster.metadata_service_uri
+    with BookKeeper(uri) as bk:
+        writer = bk.create_ledger(3, 2, 2, password=PW)
+        for i in range(50):
+            writer.append(b"x%d" % i)  # entry 49 is acknowledged; its LAC travels on the next entry
+        df = source(spark, uri, ledgers=str(writer.ledger_id), password="pw")
+        assert df.count() == 49
+        writer.append(b"after the read")
+        assert bk.ledger_metadata(writer.ledger_id).state is LedgerState.OPEN
+        recovered = source(spark, uri, ledgers=str(writer.ledger_id), password="pw", recover="true")
+        assert recovered.count() == 51
+        with pytest.raises(Exception):
+            writer.append(b"fenced now")
+
+
+def test_a_corrupted_replica_still_reads_correctly(spark, cluster):
+    c = cluster(3)
+    with BookKeeper(c.metadata_service_uri) as bk:
+        lh = bk.create_ledger(3, 3, 2, password=PW)
+        lh.append_batch([b"payload-%03d" % i for i in range(200)]).result(30)
+        lh.close()
+    owner = next(b for b in c.bookies if b.bookie_id == lh.ensemble[42 % 3])  # reads entry 42 in Spark
+    c.kill_bookie(owner.index, signal.SIGTERM)
+    log_file = log_path(owner.ledger_dir, 0)
+    flip_byte(log_file, open(log_file, "rb").read().index(b"payload-042") + 9, 0x01)
+    c.start_bookie(owner.index)
+    df = source(spark, c.metadata_service_uri, ledgers=str(lh.ledger_id), password="pw")
+    got = {r.entry_id: bytes(r.payload) for r in df.collect()}
+    assert got == {i: b"payload-%03d" % i for i in range(200)}
+
+
+def test_a_failing_task_leaves_no_ledger_behind(spark, shared_cluster):
+    uri, log = shared_cluster.metadata_service_uri, f"fail-{uuid.uuid4().hex[:6]}"
+    boom = F.udf(lambda i: bytes(1 / 0) if i == 1500 else b"ok%d" % i, "binary")
+    df = spark.range(0, 2000, numPartitions=4).select(boom("id").alias("payload"))
+    with BookKeeper(uri) as bk:
+        before = set(bk.list_ledgers())
+        with pytest.raises(Exception, match="ZeroDivisionError"):
+            write(df, uri, log)
+        after = set(bk.list_ledgers())
+    assert after == before, f"ledgers left behind: {after - before}"
+    with pytest.raises(Exception, match="does not exist"):
+        source(spark, uri, log=log)
+
+
+def test_metadata_tables(spark, shared_cluster):
+    uri, log = shared_cluster.metadata_service_uri, f"meta-{uuid.uuid4().hex[:6]}"
+    write(payloads(spark, 0, 60, partitions=2), uri, log, ensembleSize="3", writeQuorum="3", ackQuorum="2")
+    ledgers = source(spark, uri, table="ledgers")
+    mine = ledgers.where(F.col("custom_metadata")["spark.log"] == F.lit(log).cast("binary"))
+    rows = mine.collect()
+    assert len(rows) == 2 and all(r.state == "CLOSED" and r.write_quorum == 3 and r.fragments == 1 for r in rows)
+    assert sum(r.last_entry_id + 1 for r in rows) == 60
+    fragments = source(spark, uri, table="fragments").join(mine.select("ledger_id"), "ledger_id")
+    assert fragments.count() == 2 and all(len(r.ensemble) == 3 for r in fragments.collect())
+    bookies = source(spark, uri, table="bookies").collect()
+    assert sorted(r.bookie_id for r in bookies) == sorted(b.bookie_id for b in shared_cluster.bookies)
+    assert all(r.state == "rw" and 0 < r.free_disk < r.total_disk for r in bookies)
+    spark.createDataFrame([], "x int")  # keeps the session busy-free between tests
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"log": "x", "bogus": "1"}, "unknown read option 'bogus'"),
+    ({"log": "x", "ledgers": "1"}, "exactly one of the options log, ledgers or scope"),
+    ({"table": "tables"}, "allowed: ledgers, fragments, bookies"),
+    ({"log": "no-such-log"}, "log 'no-such-log' does not exist"),
+    ({"ledgers": "987654"}, "ledger 987654 does not exist"),
+    ({"ledgers": "12x"}, "neither a ledger id nor a qualified name"),
+    ({"log": "x", "startEntry": "5", "endEntry": "2"}, "endEntry=2 is before startEntry=5"),
+])
+def test_bad_read_options(spark, shared_cluster, options, message):
+    with pytest.raises(Exception, match=message):
+        source(spark, shared_cluster.metadata_service_uri, **options).collect()
+
+
+def test_bad_read_input_about_the_cluster(spark, shared_cluster):
+    with pytest.raises(Exception, match="metadataServiceUri is missing"):
+        spark.read.format("bookkeeper").option("log", "x").load()
+    from bookie.util.processes import free_port
+    with pytest.raises(Exception, match="cannot reach the cluster"):
+        source(spark, f"zk://127.0.0.1:{free_port()}/ledgers", log="x", zkConnectTimeout="1")
+    with BookKeeper(shared_cluster.metadata_service_uri) as bk:
+        lh = bk.create_ledger(3, 2, 2, password=b"right")
+        lh.append(b"x")
+        lh.close()
+    with pytest.raises(Exception, match="wrong password for ledger"):
+        source(spark, shared_cluster.metadata_service_uri, ledgers=str(lh.ledger_id), password="wrong")
+
+
+@pytest.mark.parametrize("columns,options,message", [
+    ("cast(id as string) as value", {}, "has no payload column"),
+    ("cast(cast(id as string) as binary) as payload, id", {}, "columns id cannot be written"),
+    ("id as payload", {}, "payload is bigint; it must be binary or string"),
+    ("cast(id as string) as payload", {"ensembleSize": "3", "writeQuorum": "4"}, "0 < ackQuorum <= writeQuorum"),
+    ("cast(id as string) as payload", {"ensembleSize": "9", "writeQuorum": "2"}, "only 4 writable bookies"),
+    ("cast(id as string) as payload", {"quorum": "2"}, "unknown write option 'quorum'"),
+])
+def test_bad_write_input(spark, shared_cluster, columns, options, message):
+    df = spark.range(3).selectExpr(*columns.split(", "))
+    with pytest.raises(Exception, match=message):
+        write(df, shared_cluster.metadata_service_uri, "bad-input", **options)
+
+
+def test_string_payloads_and_explicit_registration(spark, shared_cluster):
+    import spark_bookkeeper
+    spark_bookkeeper.register(spark)
+    uri, log = shared_cluster.metadata_service_uri, f"str-{uuid.uuid4().hex[:6]}"
+    df = spark.createDataFrame([("héllo",), ("wörld",)], "payload string")
+    write(df, uri, log)
+    got = sorted(bytes(r.payload).decode() for r in source(spark, uri, log=log).collect())
+    assert got == ["héllo", "wörld"]
+    with pytest.raises(Exception, match="Append.*Overwrite|UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        write(df, uri, log, mode="errorifexists")
