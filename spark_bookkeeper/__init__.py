@@ -5,8 +5,9 @@
 """
 from spark_bookkeeper.datasource import BookKeeperDataSource
 from spark_bookkeeper.options import BookKeeperOptionError
+from spark_bookkeeper.writer import foreach_batch_writer
 
-__all__ = ["BookKeeperDataSource", "BookKeeperOptionError", "register"]
+__all__ = ["BookKeeperDataSource", "BookKeeperOptionError", "foreach_batch_writer", "register"]
 
 
 def register(spark) -> None:

@@ -11,7 +11,10 @@ Options (read):
     maxEntriesPerPartition  split big fragments (default 100000)
     recover             true: recover (fence and close) open ledgers first; default: read up to the LAC
     table               ledgers | fragments | bookies: one row per ledger / fragment / bookie instead
-Options (write): metadataServiceUri, log, ensembleSize (3), writeQuorum (2), ackQuorum (2), digest (crc32c), password
+    maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it
+Options (write): metadataServiceUri, log, ensembleSize (3), writeQuorum (2), ackQuorum (2), digest (crc32c),
+    password; writerId (+ batchId) name the writer in the log for exactly-once commits (streams derive it
+    from checkpointLocation; foreach_batch_writer sets both)
 
 Schema (read): ``ledger_id long, entry_id long, payload binary`` plus ``log string, segment int`` when a
 log is read. Write: a DataFrame with one ``payload`` column (binary or string).
@@ -45,8 +48,8 @@ class BookKeeperDataSource(DataSource):
         opts = ReadOptions.parse(self.options)
         if opts.table:
             return tables.SCHEMAS[opts.table]
-        from spark_bookkeeper.reader import resolve_slices
-        resolve_slices(opts)  # unknown log or ledger, wrong password, unreachable cluster: fail here, at load()
+        from spark_bookkeeper.reader import check_selection
+        check_selection(opts)  # unknown log or ledger, wrong password, unreachable cluster: fail at load()
         return LOG_READ_SCHEMA if opts.log else READ_SCHEMA
 
     def reader(self, schema: StructType):
@@ -58,8 +61,19 @@ class BookKeeperDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool):
         from spark_bookkeeper.writer import BookKeeperWriter
-        opts = check_write(self.options, schema)
-        return BookKeeperWriter(opts, overwrite)
+        return BookKeeperWriter(check_write(self.options, schema), overwrite)
+
+    def streamReader(self, schema: StructType):
+        from spark_bookkeeper.reader import BookKeeperReader
+        from spark_bookkeeper.stream_reader import BookKeeperStreamReader
+        opts = ReadOptions.parse(self.options)
+        return BookKeeperStreamReader(opts, BookKeeperReader(opts, schema, to_arrow_schema(schema, timezone="UTC")))
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from spark_bookkeeper.writer import BookKeeperStreamWriter
+        if overwrite:
+            raise BookKeeperOptionError("a log is appended to: use outputMode(\"append\") for a streaming write")
+        return BookKeeperStreamWriter(check_write(self.options, schema), overwrite)
 
 
 def check_write(options, schema: StructType) -> WriteOptions:

@@ -6,7 +6,7 @@ the driver, before a task runs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bookie.ledger_id import LedgerId
 from bookie.meta.service_uri import MetadataServiceUri
@@ -15,7 +15,7 @@ from bookie.proto.checksum import DigestType
 READ_OPTIONS = ["metadataServiceUri", "log", "ledgers", "scope", "password", "digest", "startEntry", "endEntry",
                 "maxEntriesPerPartition", "recover", "table", "zkConnectTimeout", "maxEntriesPerTrigger"]
 WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ackQuorum", "digest", "password",
-                 "zkConnectTimeout", "writerId", "checkpointLocation", "path"]
+                 "zkConnectTimeout", "writerId", "batchId", "checkpointLocation", "path"]
 TABLES = ("ledgers", "fragments", "bookies")
 
 
@@ -142,7 +142,8 @@ class WriteOptions:
     password: bytes = b""
     zk_connect_timeout: float = 10.0
     writer_id: str | None = None
-    extra: dict = field(default_factory=dict)
+    batch_id: int | None = None
+    checkpoint: str | None = None
 
     @classmethod
     def parse(cls, options) -> "WriteOptions":
@@ -159,7 +160,8 @@ class WriteOptions:
                                         f"ensembleSize={e}, writeQuorum={w}, ackQuorum={a}")
         return cls(uri=_uri(opts), log=log, ensemble_size=e, write_quorum=w, ack_quorum=a,
                    digest=_digest(opts) or DigestType.CRC32C, password=opts.get("password", "").encode(),
-                   zk_connect_timeout=float(opts.get("zkConnectTimeout", 10.0)), writer_id=opts.get("writerId"))
+                   zk_connect_timeout=float(opts.get("zkConnectTimeout", 10.0)), writer_id=opts.get("writerId"),
+                   batch_id=_int(opts, "batchId", None, 0), checkpoint=opts.get("checkpointLocation"))
 
 
 def check_log_name(name: str) -> None:

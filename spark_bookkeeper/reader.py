@@ -73,32 +73,49 @@ def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
     return partitions
 
 
-def resolve_slices(opts: ReadOptions) -> list[LedgerSlice]:
+def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | None]]:
+    """(ledger, log, segment) of everything the read selects."""
     from spark_bookkeeper.log import LogNotFoundError, read_log
-    bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     if opts.log is not None:
         try:
             segments = read_log(bk.store, opts.log).segments
         except LogNotFoundError as exc:
             raise BookKeeperOptionError(f"option log: {exc}") from None
-        targets = [(s.ledger, opts.log, i) for i, s in enumerate(segments)]
-    elif opts.ledgers is not None:
-        targets = [(lid, None, None) for lid in opts.ledgers]
-    else:
-        targets = [(lid, None, None) for lid in bk.list_ledgers(opts.scope)]
+        return [(s.ledger, opts.log, i) for i, s in enumerate(segments)]
+    if opts.ledgers is not None:
+        return [(lid, None, None) for lid in opts.ledgers]
+    return [(lid, None, None) for lid in bk.list_ledgers(opts.scope)]
+
+
+def _checked_metadata(bk, opts: ReadOptions, ledger: LedgerId) -> LedgerMetadata:
+    from bookie.client.exceptions import BKNoSuchLedgerExistsException
+    try:
+        md = bk.ledger_metadata(ledger)
+    except BKNoSuchLedgerExistsException:
+        raise BookKeeperOptionError(f"ledger {ledger} does not exist (metadataServiceUri {opts.uri})") from None
+    if md.password != opts.password:
+        raise BookKeeperOptionError(f"wrong password for ledger {ledger}: set option password")
+    if opts.digest is not None and opts.digest != md.digest_type:
+        raise BookKeeperOptionError(f"option digest={opts.digest.name.lower()} but ledger {ledger} uses "
+                                    f"{md.digest_type.name.lower()}")
+    return md
+
+
+def check_selection(opts: ReadOptions) -> None:
+    """Fail now, naming it, if the cluster, a log, a ledger, the password or the digest is wrong."""
+    bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+    for ledger, _, _ in _targets(bk, opts):
+        _checked_metadata(bk, opts, ledger)
+
+
+def resolve_slices(opts: ReadOptions) -> list[LedgerSlice]:
+    """The entry range to read of each ledger (an open one: up to its LAC, or recovered first)."""
+    bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     slices = []
-    from bookie.client.exceptions import BKNoSuchLedgerExistsException, BKUnauthorizedAccessException
-    for ledger, log_name, segment in targets:
-        try:
-            handle = bk.open_ledger(ledger, password=opts.password, recovery=opts.recover)
-        except BKNoSuchLedgerExistsException:
-            raise BookKeeperOptionError(f"ledger {ledger} does not exist (metadataServiceUri {opts.uri})") from None
-        except BKUnauthorizedAccessException:
-            raise BookKeeperOptionError(f"wrong password for ledger {ledger}: set option password") from None
+    for ledger, log_name, segment in _targets(bk, opts):
+        _checked_metadata(bk, opts, ledger)
+        handle = bk.open_ledger(ledger, password=opts.password, recovery=opts.recover)
         md = handle.metadata
-        if opts.digest is not None and opts.digest != md.digest_type:
-            raise BookKeeperOptionError(f"option digest={opts.digest.name.lower()} but ledger {ledger} uses "
-                                        f"{md.digest_type.name.lower()}")
         last = handle.last_add_confirmed if opts.end_entry is None else min(opts.end_entry, handle.last_add_confirmed)
         if last >= opts.start_entry:
             slices.append(LedgerSlice(ledger, md, opts.start_entry, last, log_name, segment))

@@ -11,18 +11,19 @@ batch's ledgers to the log in one compare-and-set.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from bookie.client.exceptions import BKException, BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
 from spark_bookkeeper import connections
 from spark_bookkeeper.log import LogSegment, commit_batch, read_log
-from spark_bookkeeper.options import WriteOptions
+from spark_bookkeeper.options import BookKeeperOptionError, WriteOptions
 
 log = logging.getLogger(__name__)
 TAG_LOG, TAG_WRITER, TAG_BATCH = "spark.log", "spark.writer", "spark.batch"
@@ -53,7 +54,8 @@ class BookKeeperWriter(DataSourceArrowWriter):
         self.writer_id = opts.writer_id or uuid.uuid4().hex  # chosen on the driver, travels with the writer
 
     def _batch_id(self) -> int:
-        return 0  # a batch write is one batch of its (unique) writer
+        # A plain batch write is batch 0 of a writer of its own; foreachBatch passes writerId + batchId.
+        return self.opts.batch_id if self.opts.batch_id is not None else 0
 
     def write(self, iterator) -> LedgerWritten:
         opts = self.opts
@@ -127,3 +129,52 @@ class BookKeeperWriter(DataSourceArrowWriter):
                 pass
             except BKException as exc:
                 log.warning("could not delete ledger %s: %s", ledger, exc)
+
+
+class BookKeeperStreamWriter(BookKeeperWriter, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("bookkeeper")``: the same writer, once per micro-batch.
+
+    The writer id is stable across restarts (option ``writerId``, else derived from the query's
+    ``checkpointLocation``), so a micro-batch replayed after a crash carries a batch id the log has
+    already committed and adds nothing.
+    """
+
+    def __init__(self, opts: WriteOptions, overwrite: bool):
+        if not opts.writer_id:
+            if not opts.checkpoint:
+                raise BookKeeperOptionError("a streaming write needs option checkpointLocation (or writerId), so that "
+                                            "a replayed micro-batch can be recognised and written only once")
+            opts.writer_id = "stream-" + hashlib.sha1(opts.checkpoint.encode()).hexdigest()[:16]
+        super().__init__(opts, overwrite)
+
+    def _batch_id(self) -> int:
+        from pyspark import TaskContext
+        return int(TaskContext.get().getLocalProperty("streaming.sql.batchId"))
+
+    def commit(self, messages, batchId: int) -> None:
+        self._commit(messages, batchId)
+
+    def abort(self, messages, batchId: int) -> None:
+        self._abort(messages, batchId)
+
+
+def foreach_batch_writer(metadata_service_uri: str, log: str, writer_id: str | None = None, **options):
+    """A ``foreachBatch`` function that appends each micro-batch to ``log`` exactly once per batch id.
+
+        query = df.writeStream.foreachBatch(foreach_batch_writer(uri, "events")).start()
+
+    ``writer_id`` names this pipeline in the log (default ``foreachBatch:<log>``: one pipeline per log);
+    other options (``ensembleSize``, ``password``, ...) are passed to the writer.
+    """
+    from spark_bookkeeper.options import check_log_name
+    check_log_name(log)
+    wid = writer_id or f"foreachBatch:{log}"
+
+    def write_batch(batch_df, batch_id: int) -> None:
+        writer = (batch_df.write.format("bookkeeper").mode("append").option("metadataServiceUri", metadata_service_uri)
+                  .option("log", log).option("writerId", wid).option("batchId", str(batch_id)))
+        for key, value in options.items():
+            writer = writer.option(key, str(value))
+        writer.save()
+
+    return write_batch
