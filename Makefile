@@ -23,6 +23,8 @@ bench: $(STAMP)
 	$(PY) bench/journal.py
 	$(PY) bench/bookie_add.py
 	$(PY) bench/client.py
+	$(PY) bench/spark_read.py
+	$(PY) bench/spark_write.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

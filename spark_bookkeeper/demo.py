@@ -7,29 +7,22 @@ shows counts, a few rows and the metadata tables, and stops everything it starte
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import time
 
 
 def main() -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)  # connection chatter while ZooKeeper starts
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from bookie.server.local_bookkeeper import LocalBookKeeper
+    from spark_bookkeeper.local_session import local_spark_session
 
     print("starting ZooKeeper and 3 bookies on 127.0.0.1 ...", flush=True)
     with LocalBookKeeper(3) as cluster:
         uri = cluster.metadata_service_uri
         print(f"metadataServiceUri = {uri}")
         print("starting Spark (local[2]) ...", flush=True)
-        spark = (SparkSession.builder.master("local[2]").appName("spark-bookkeeper-demo")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-                 .getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = local_spark_session("spark-bookkeeper-demo")
         try:
             rows = 100_000
             df = spark.range(rows, numPartitions=4).select(

@@ -122,16 +122,8 @@ def bk_cluster(cluster):
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession (local[2]) for the whole run: its start-up costs ~15-20 s."""
-    import sys
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must run this venv's Python (pyarrow, the package)
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-    session = (SparkSession.builder.master("local[2]").appName("spark-bookkeeper-tests")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    from spark_bookkeeper.local_session import local_spark_session
+    session = local_spark_session("spark-bookkeeper-tests")
     yield session
     session.stop()
 

@@ -200,8 +200,7 @@ class InterleavedLedgerStorage:
             if contiguous is not None:
                 run_parts, n, nbytes = [contiguous], len(ids), len(contiguous)
             else:
-                run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids.tolist(),
-                                                      run_offsets.tolist(), max_bytes - total)
+                run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids, run_offsets, max_bytes - total)
             parts += run_parts
             count += n
             total += nbytes
@@ -230,39 +229,47 @@ class InterleavedLedgerStorage:
             return None
         return blob
 
-    def _read_run(self, ledger: LedgerId, log_id: int, ids: list[int], offs: list[int], budget: int):
-        """Read the records at ``offs`` of one log in one read; returns (framed parts, entries, bytes).
+    def _read_run(self, ledger: LedgerId, log_id: int, ids: np.ndarray, offs: np.ndarray, budget: int):
+        """Read the records at ``offs`` of one log with one read; returns (framed parts, entries, bytes).
 
-        Stops after the entry that reaches ``budget`` bytes (always at least one entry).
+        Sizes and ids are checked with numpy gathers, not a Python loop; stops after the entry that
+        reaches ``budget`` bytes (always at least one entry).
         """
         try:
-            span = self.entry_logger.read_span(log_id, offs[0] - ef.FRAME_LEN, offs[-1] - ef.FRAME_LEN)
-            last_record = self.entry_logger.read_record((log_id << 32) | offs[-1])
+            span = self.entry_logger.read_span(log_id, int(offs[0]) - ef.FRAME_LEN, int(offs[-1]) - ef.FRAME_LEN)
+            last_record = self.entry_logger.read_record((log_id << 32) | int(offs[-1]))
         except (EntryLogCorruptedError, OSError) as exc:
             raise EntryCorruptedException(f"ledger {ledger} entries {ids[0]}..{ids[-1]}: {exc}") from None
-        base = offs[0] - ef.FRAME_LEN
-        view = memoryview(span)
-        contiguous = True
-        parts = []
-        used = 0
-        for i in range(len(ids) - 1):
-            eid, rel = ids[i], offs[i] - base
-            (size,) = ef.FRAME.unpack_from(view, rel - ef.FRAME_LEN)
-            if size < ef.V1_HEADER_LEN or rel + size > len(view):
-                raise EntryCorruptedException(
-                    f"ledger {ledger} entry {eid}: record in entry log {log_id:x}.log has bad size {size}")
-            _check_ids(view, rel, ledger, eid, (log_id << 32) | offs[i])
-            contiguous = contiguous and offs[i] + size + ef.FRAME_LEN == offs[i + 1]
-            parts.append(view[rel - ef.FRAME_LEN: rel + size])
-            used += size + ef.FRAME_LEN
-            if used >= budget:
-                return parts, i + 1, used
-        _check_ids(last_record, 0, ledger, ids[-1], (log_id << 32) | offs[-1])
         tail = ef.FRAME.pack(len(last_record)) + last_record
-        used += len(tail)
-        if contiguous and len(ids) > 1:
-            return [span, tail], len(ids), used  # already framed back to back: no per-entry copies
-        return parts + [tail], len(ids), used
+        if len(ids) == 1:
+            _check_ids(last_record, 0, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
+            return [tail], 1, len(tail)
+        rel = offs[:-1] - (int(offs[0]) - ef.FRAME_LEN)  # where each record (after its size) starts in span
+        data = np.frombuffer(span, dtype=np.uint8)
+        sizes = _gather_be(data, rel - ef.FRAME_LEN, 4).astype(np.int64)
+        bad = np.flatnonzero((sizes < ef.V1_HEADER_LEN) | (rel + sizes > len(span)))
+        if len(bad):
+            k = int(bad[0])
+            raise EntryCorruptedException(f"ledger {ledger} entry {ids[k]}: record in entry log {log_id:x}.log has "
+                                          f"bad size {sizes[k]}")
+        id_at = rel + (1 + 8 if ledger.scope_id else 0)  # v2 records: flags byte and scope come first
+        lids, eids = _gather_be(data, id_at, 8), _gather_be(data, id_at + 8, 8)
+        wrong = np.flatnonzero((lids != ledger.ledger_id) | (eids != ids[:-1]))
+        if len(wrong):
+            k = int(wrong[0])
+            _check_ids(span, int(rel[k]), ledger, int(ids[k]), (log_id << 32) | int(offs[k]))
+        _check_ids(last_record, 0, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
+        used = np.cumsum(sizes + ef.FRAME_LEN)
+        cut = int(np.searchsorted(used, budget)) + 1  # entries up to the one that reaches the budget
+        if cut < len(ids):
+            view = memoryview(span)
+            return [view[r - ef.FRAME_LEN: r + n] for r, n in zip(rel[:cut].tolist(), sizes[:cut].tolist())], cut, \
+                int(used[cut - 1])
+        if (rel[1:] == rel[:-1] + sizes[:-1] + ef.FRAME_LEN).all() and rel[-1] + sizes[-1] == len(span):
+            return [span, tail], len(ids), int(used[-1]) + len(tail)  # back to back: no per-entry copies
+        view = memoryview(span)
+        parts = [view[r - ef.FRAME_LEN: r + n] for r, n in zip(rel.tolist(), sizes.tolist())]
+        return parts + [tail], len(ids), int(used[-1]) + len(tail)
 
     # -- checkpoint --------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -285,6 +292,12 @@ class InterleavedLedgerStorage:
             self.flush()
             self.entry_logger.shutdown()
             self.index.close()
+
+
+def _gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian signed integers of ``width`` bytes at byte positions ``at`` of ``data``."""
+    raw = data[at[:, None] + np.arange(width)]
+    return raw.copy().view(f">i{width}").ravel()
 
 
 def _check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:

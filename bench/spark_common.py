@@ -1,0 +1,59 @@
+"""Shared by bench/spark_read.py and bench/spark_write.py: a local cluster, a SparkSession, a timer."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+
+ROWS = 200_000
+PAYLOAD = 1024
+PARTITIONS = 4
+
+
+@contextmanager
+def cluster_and_spark():
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    from bookie.server.local_bookkeeper import LocalBookKeeper
+    from spark_bookkeeper.local_session import local_spark_session
+    base = tempfile.mkdtemp(prefix="bk-bench-spark-", dir=os.environ.get("BENCH_DIR"))
+    try:
+        with LocalBookKeeper(3, base_dir=os.path.join(base, "cluster")) as cluster:
+            spark = local_spark_session("bench")
+            try:
+                yield cluster, spark, base
+            finally:
+                spark.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def parse_args(doc: str):
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--runs", type=int, default=3)
+    return parser.parse_args()
+
+
+def best_of(runs: int, fn) -> float:
+    """Seconds of the fastest of ``runs`` calls (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def payload_frame(spark, rows: int = ROWS):
+    from pyspark.sql import functions as F
+    return spark.range(rows, numPartitions=PARTITIONS).select(
+        F.expr(f"cast(rpad(cast(id as string), {PAYLOAD}, 'x') as binary)").alias("payload"))
+
+
+def line(name: str, seconds: float, rows: int = ROWS, extra: str = "") -> str:
+    return f"  {name:34s}: {rows / seconds:10,.0f} rows/s  {rows * PAYLOAD / seconds / 1e6:7.1f} MB/s {extra}"

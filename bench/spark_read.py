@@ -1,0 +1,78 @@
+"""Spark read benchmark: spark.read.format("bookkeeper") of a log, 1 KiB payloads, next to (same run)
+a Python data source yielding the same bytes from memory (the API's ceiling) and Parquet on local disk.
+Target: bookkeeper >= 0.7 of the in-memory ceiling.
+
+    python bench/spark_read.py [--rows 200000] [--runs 3]
+"""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from spark_common import parse_args, PAYLOAD, PARTITIONS, best_of, cluster_and_spark, line, payload_frame
+
+
+class MemoryReader(DataSourceReader):
+    """Yields ``rows`` 1 KiB payloads as Arrow batches made in memory: what the API can carry at best."""
+
+    def __init__(self, rows: int, schema):
+        self.rows = rows
+
+    def partitions(self):
+        per = self.rows // (PARTITIONS * 3)
+        return [InputPartition((i * per, per)) for i in range(PARTITIONS * 3)]
+
+    def read(self, partition):
+        import numpy as np
+        start, count = partition.value
+        blob = b"x" * PAYLOAD
+        for s in range(0, count, 8192):
+            n = min(8192, count - s)
+            offsets = pa.py_buffer(np.arange(0, (n + 1) * PAYLOAD, PAYLOAD, dtype=np.int32))
+            payload = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(blob * n)])
+            ids = pa.array(np.arange(start + s, start + s + n, dtype=np.int64))
+            yield pa.RecordBatch.from_arrays([pa.array(np.zeros(n, dtype=np.int64)), ids, payload],
+                                             names=["ledger_id", "entry_id", "payload"])
+
+
+class MemorySource(DataSource):
+    @classmethod
+    def name(cls):
+        return "memory_ceiling"
+
+    def schema(self):
+        return "ledger_id long, entry_id long, payload binary"
+
+    def reader(self, schema):
+        return MemoryReader(int(self.options["rows"]), schema)
+
+
+def main() -> None:
+    args = parse_args(__doc__)
+    with cluster_and_spark() as (cluster, spark, base):
+        uri = cluster.metadata_service_uri
+        data = payload_frame(spark, args.rows)
+        data.write.format("bookkeeper").mode("append").option("metadataServiceUri", uri).option("log", "bench").save()
+        parquet = os.path.join(base, "bench.parquet")
+        data.write.mode("overwrite").parquet(parquet)
+        spark.dataSource.register(MemorySource)
+
+        def noop(df):
+            return lambda: df.write.format("noop").mode("overwrite").save()
+
+        bk = spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("log", "bench").load()
+        memory = spark.read.format("memory_ceiling").option("rows", str(args.rows)).load()
+        t_bk = best_of(args.runs, noop(bk))
+        t_mem = best_of(args.runs, noop(memory))
+        t_pq = best_of(args.runs, noop(spark.read.parquet(parquet)))
+    print(f"spark read bench ({args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, best of {args.runs}):")
+    print(line("Python data source from memory", t_mem, args.rows, "(the API's ceiling)"))
+    print(line("Parquet on local disk", t_pq, args.rows))
+    print(line("format(\"bookkeeper\") from bookies", t_bk, args.rows,
+               f"({t_mem / t_bk:.2f} of the ceiling; target >= 0.7)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""A SparkSession for this machine's demos, benchmarks and tests: local[2], loopback only, quiet."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def local_spark_session(app_name: str):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv (pyarrow, the package)
+    from pyspark.sql import SparkSession
+    session = (SparkSession.builder.master("local[2]").appName(app_name)
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
