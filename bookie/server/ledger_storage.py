@@ -196,11 +196,7 @@ class InterleavedLedgerStorage:
             cut = max(1, int(np.searchsorted(run_offsets - run_offsets[0], max_bytes - total, side="right")))
             run, run_offsets = run[:cut], run_offsets[:cut]
             ids = present[run] + first
-            contiguous = self._read_contiguous(ledger, int(log_ids[run[0]]), ids, run_offsets)
-            if contiguous is not None:
-                run_parts, n, nbytes = [contiguous], len(ids), len(contiguous)
-            else:
-                run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids, run_offsets, max_bytes - total)
+            run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids, run_offsets, max_bytes - total)
             parts += run_parts
             count += n
             total += nbytes
@@ -208,26 +204,6 @@ class InterleavedLedgerStorage:
                 covered = int(ids[n - 1])
                 break
         return b"".join(parts), count, covered
-
-    def _read_contiguous(self, ledger: LedgerId, log_id: int, ids: np.ndarray, offsets: np.ndarray) -> bytes | None:
-        """The run's records with one read and no per-entry work, if they lie back to back in the log
-        (the usual case: a ledger's entries arrive in batches); None if they do not."""
-        if len(ids) < 2:
-            return None
-        try:
-            tail = self.entry_logger.read_record((log_id << 32) | int(offsets[-1]))
-            span = self.entry_logger.read_span(log_id, int(offsets[0]) - ef.FRAME_LEN, int(offsets[-1]) - ef.FRAME_LEN)
-        except (EntryLogCorruptedError, OSError):
-            return None  # the per-entry path reports exactly which entry is unreadable
-        blob = span + ef.FRAME.pack(len(tail)) + tail
-        try:
-            got, frame_offsets, _ = ef.scan_batch(blob, ledger, self.entry_logger.max_record)
-        except ValueError:
-            return None
-        start = int(offsets[0]) - ef.FRAME_LEN
-        if len(got) != len(ids) or not (got == ids).all() or not (frame_offsets + start + ef.FRAME_LEN == offsets).all():
-            return None
-        return blob
 
     def _read_run(self, ledger: LedgerId, log_id: int, ids: np.ndarray, offs: np.ndarray, budget: int):
         """Read the records at ``offs`` of one log with one read; returns (framed parts, entries, bytes).
