@@ -11,6 +11,8 @@ Options (read):
     maxEntriesPerPartition  split big fragments (default 100000)
     recover             true: recover (fence and close) open ledgers first; default: read up to the LAC
     table               ledgers | fragments | bookies: one row per ledger / fragment / bookie instead
+    filterPushdown      true: push filters on ledger_id / entry_id down (needs the Spark conf
+                        spark.sql.python.filterPushdown.enabled=true)
     maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it
 Options (write): metadataServiceUri, log, ensembleSize (3), writeQuorum (2), ackQuorum (2), digest (crc32c),
     password; writerId (+ batchId) name the writer in the log for exactly-once commits (streams derive it
@@ -56,8 +58,9 @@ class BookKeeperDataSource(DataSource):
         opts = ReadOptions.parse(self.options)
         if opts.table:
             return tables.TableReader(opts)
-        from spark_bookkeeper.reader import BookKeeperReader
-        return BookKeeperReader(opts, schema, to_arrow_schema(schema, timezone="UTC"))
+        from spark_bookkeeper.reader import BookKeeperReader, PushdownBookKeeperReader
+        cls = PushdownBookKeeperReader if opts.filter_pushdown else BookKeeperReader
+        return cls(opts, schema, to_arrow_schema(schema, timezone="UTC"))
 
     def writer(self, schema: StructType, overwrite: bool):
         from spark_bookkeeper.writer import BookKeeperWriter

@@ -13,7 +13,8 @@ from bookie.meta.service_uri import MetadataServiceUri
 from bookie.proto.checksum import DigestType
 
 READ_OPTIONS = ["metadataServiceUri", "log", "ledgers", "scope", "password", "digest", "startEntry", "endEntry",
-                "maxEntriesPerPartition", "recover", "table", "zkConnectTimeout", "maxEntriesPerTrigger"]
+                "maxEntriesPerPartition", "recover", "table", "zkConnectTimeout", "maxEntriesPerTrigger",
+                "filterPushdown"]
 WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ackQuorum", "digest", "password",
                  "zkConnectTimeout", "writerId", "batchId", "checkpointLocation", "path"]
 TABLES = ("ledgers", "fragments", "bookies")
@@ -106,6 +107,8 @@ class ReadOptions:
     table: str | None = None
     zk_connect_timeout: float = 10.0
     max_entries_per_trigger: int | None = None
+    filter_pushdown: bool = False
+    ledger_filter: set[int] | None = None  # set by pushed-down filters on ledger_id
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -128,7 +131,8 @@ class ReadOptions:
                    max_entries_per_partition=_int(opts, "maxEntriesPerPartition", 100_000, 1),
                    recover=_bool(opts, "recover", False), table=table,
                    zk_connect_timeout=float(opts.get("zkConnectTimeout", 10.0)),
-                   max_entries_per_trigger=_int(opts, "maxEntriesPerTrigger", None, 1))
+                   max_entries_per_trigger=_int(opts, "maxEntriesPerTrigger", None, 1),
+                   filter_pushdown=_bool(opts, "filterPushdown", False))
 
 
 @dataclass

@@ -81,10 +81,14 @@ def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | No
             segments = read_log(bk.store, opts.log).segments
         except LogNotFoundError as exc:
             raise BookKeeperOptionError(f"option log: {exc}") from None
-        return [(s.ledger, opts.log, i) for i, s in enumerate(segments)]
-    if opts.ledgers is not None:
-        return [(lid, None, None) for lid in opts.ledgers]
-    return [(lid, None, None) for lid in bk.list_ledgers(opts.scope)]
+        targets = [(s.ledger, opts.log, i) for i, s in enumerate(segments)]
+    elif opts.ledgers is not None:
+        targets = [(lid, None, None) for lid in opts.ledgers]
+    else:
+        targets = [(lid, None, None) for lid in bk.list_ledgers(opts.scope)]
+    if opts.ledger_filter is not None:  # pushed down: ledger_id = / IN
+        targets = [t for t in targets if t[0].ledger_id in opts.ledger_filter]
+    return targets
 
 
 def _checked_metadata(bk, opts: ReadOptions, ledger: LedgerId) -> LedgerMetadata:
@@ -172,3 +176,27 @@ class BookKeeperReader(DataSourceReader):
         if sl.log is not None:
             columns += [pa.array([sl.log] * n, pa.string()), pa.array(np.full(n, sl.segment, dtype=np.int32))]
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
+
+
+class PushdownBookKeeperReader(BookKeeperReader):
+    """The reader with filter pushdown (option ``filterPushdown=true``; Spark also needs
+    ``spark.sql.python.filterPushdown.enabled=true``, and fails any read of a source that takes
+    filters without it, hence the opt-in). ``ledger_id = / IN`` narrows the ledgers, comparisons on
+    ``entry_id`` the entry range; Spark still applies every filter to what is read."""
+
+    def pushFilters(self, filters):
+        from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+        opts = self.opts
+        for f in filters:
+            column = f.attribute[0] if len(f.attribute) == 1 else None
+            if column == "ledger_id" and isinstance(f, (EqualTo, In)):
+                keep = {f.value} if isinstance(f, EqualTo) else set(f.value)
+                opts.ledger_filter = keep if opts.ledger_filter is None else opts.ledger_filter & keep
+            elif column == "entry_id" and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
+                lo = {EqualTo: f.value, GreaterThan: f.value + 1, GreaterThanOrEqual: f.value}.get(type(f))
+                hi = {EqualTo: f.value, LessThan: f.value - 1, LessThanOrEqual: f.value}.get(type(f))
+                if lo is not None:
+                    opts.start_entry = max(opts.start_entry, lo)
+                if hi is not None:
+                    opts.end_entry = hi if opts.end_entry is None else min(opts.end_entry, hi)
+            yield f  # Spark evaluates it again on the rows: narrowing is an optimisation only

@@ -197,3 +197,19 @@ def test_string_payloads_and_explicit_registration(spark, shared_cluster):
     assert got == ["héllo", "wörld"]
     with pytest.raises(Exception, match="Append.*Overwrite|UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
         write(df, uri, log, mode="errorifexists")
+
+
+def test_filter_pushdown_narrows_partitions(spark, shared_cluster):
+    uri, log = shared_cluster.metadata_service_uri, f"push-{uuid.uuid4().hex[:6]}"
+    write(payloads(spark, 0, 400, partitions=2), uri, log)  # two ledgers of 200 entries
+    full = source(spark, uri, log=log)
+    ledger = full.select(F.min("ledger_id")).first()[0]
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        pushed = source(spark, uri, log=log, filterPushdown="true").where(
+            (F.col("ledger_id") == ledger) & (F.col("entry_id") >= 150) & (F.col("entry_id") < 160))
+        assert pushed.rdd.getNumPartitions() == 3  # one ledger, one fragment, three members
+        assert sorted(r.entry_id for r in pushed.collect()) == list(range(150, 160))
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    assert full.where(F.col("entry_id") < 5).count() == 10  # without the opt-in: filtered by Spark alone
