@@ -5,9 +5,9 @@
 """
 from spark_bookkeeper.datasource import BookKeeperDataSource
 from spark_bookkeeper.options import BookKeeperOptionError
-from spark_bookkeeper.writer import foreach_batch_writer
+from spark_bookkeeper.writer import foreach_batch_writer, sweep_uncommitted
 
-__all__ = ["BookKeeperDataSource", "BookKeeperOptionError", "foreach_batch_writer", "register"]
+__all__ = ["BookKeeperDataSource", "BookKeeperOptionError", "foreach_batch_writer", "register", "sweep_uncommitted"]
 
 
 def register(spark) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -108,27 +109,58 @@ class BookKeeperWriter(DataSourceArrowWriter):
 
     def orphans(self, bk, batch_id: int | None = None) -> list[LedgerId]:
         """Ledgers tagged with this writer (and batch) that the log does not list."""
-        in_log = {s.ledger for s in read_log(bk.store, self.opts.log, missing_ok=True).segments}
-        found = []
-        for ledger in bk.list_ledgers(None):
-            try:
-                tags = bk.ledger_metadata(ledger).custom()
-            except BKNoSuchLedgerExistsException:
-                continue
-            if tags.get(TAG_WRITER) == self.writer_id.encode() and ledger not in in_log and \
-                    (batch_id is None or tags.get(TAG_BATCH) == str(batch_id).encode()):
-                found.append(ledger)
-        return found
+        return uncommitted_ledgers(bk, self.opts.log, writer=self.writer_id, batch=batch_id)
 
     @staticmethod
     def _delete(bk, ledgers) -> None:
-        for ledger in ledgers:
-            try:
-                bk.delete_ledger(ledger)
-            except BKNoSuchLedgerExistsException:
-                pass
-            except BKException as exc:
-                log.warning("could not delete ledger %s: %s", ledger, exc)
+        delete_ledgers(bk, ledgers)
+
+
+def delete_ledgers(bk, ledgers) -> None:
+    for ledger in ledgers:
+        try:
+            bk.delete_ledger(ledger)
+        except BKNoSuchLedgerExistsException:
+            pass
+        except BKException as exc:
+            log.warning("could not delete ledger %s: %s", ledger, exc)
+
+
+def uncommitted_ledgers(bk, log_name: str, writer: str | None = None, batch: int | None = None,
+                        older_than: float | None = None) -> list[LedgerId]:
+    """Ledgers tagged for ``log_name`` (by ``writer``, ``batch``) that the log does not list, and (with
+    ``older_than`` seconds) that were created that long ago: left by a task that outlived its
+    write's abort, or by a driver that died before committing."""
+    in_log = {s.ledger for s in read_log(bk.store, log_name, missing_ok=True).segments}
+    cutoff = None if older_than is None else (time.time() - older_than) * 1000
+    found = []
+    for ledger in bk.list_ledgers(None):
+        if ledger in in_log:
+            continue
+        try:
+            md = bk.ledger_metadata(ledger)
+        except BKNoSuchLedgerExistsException:
+            continue
+        tags = md.custom()
+        if tags.get(TAG_LOG) != log_name.encode():
+            continue
+        if writer is not None and tags.get(TAG_WRITER) != writer.encode():
+            continue
+        if batch is not None and tags.get(TAG_BATCH) != str(batch).encode():
+            continue
+        if cutoff is not None and md.ctime > cutoff:
+            continue
+        found.append(ledger)
+    return found
+
+
+def sweep_uncommitted(metadata_service_uri: str, log_name: str, older_than: float = 3600.0) -> list[LedgerId]:
+    """Delete the ledgers written for ``log_name`` that no commit took in, once older than ``older_than``
+    seconds (a write still in progress is younger). Meant for a scheduled job; returns what it deleted."""
+    bk = connections.driver_client(metadata_service_uri)
+    doomed = uncommitted_ledgers(bk, log_name, older_than=older_than)
+    delete_ledgers(bk, doomed)
+    return doomed
 
 
 class BookKeeperStreamWriter(BookKeeperWriter, DataSourceStreamArrowWriter):

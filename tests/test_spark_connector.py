@@ -213,3 +213,20 @@ def test_filter_pushdown_narrows_partitions(spark, shared_cluster):
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
     assert full.where(F.col("entry_id") < 5).count() == 10  # without the opt-in: filtered by Spark alone
+
+
+def test_sweep_deletes_ledgers_no_commit_took_in(spark, shared_cluster):
+    """A task that outlived its write's abort (or a driver that died) leaves tagged ledgers: swept."""
+    from spark_bookkeeper import sweep_uncommitted
+    from spark_bookkeeper.writer import TAG_BATCH, TAG_LOG, TAG_WRITER
+    uri, log = shared_cluster.metadata_service_uri, f"sweep-{uuid.uuid4().hex[:6]}"
+    write(payloads(spark, 0, 10, partitions=1), uri, log)
+    with BookKeeper(uri) as bk:
+        stray = bk.create_ledger(3, 2, 2, custom_metadata={TAG_LOG: log.encode(), TAG_WRITER: b"dead-driver",
+                                                           TAG_BATCH: b"0"})
+        stray.append(b"never committed")
+        stray.close()
+        assert sweep_uncommitted(uri, log, older_than=3600) == []  # too young: could be a write in progress
+        assert sweep_uncommitted(uri, log, older_than=0) == [stray.ledger]
+        assert stray.ledger not in bk.list_ledgers()
+    assert source(spark, uri, log=log).count() == 10  # committed ledgers stay
