@@ -174,7 +174,7 @@ class BookKeeperReader(DataSourceReader):
         payload = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         columns = [pa.array(np.full(n, sl.ledger.ledger_id, dtype=np.int64)), pa.array(ids), payload]
         if sl.log is not None:
-            columns += [pa.array([sl.log] * n, pa.string()), pa.array(np.full(n, sl.segment, dtype=np.int32))]
+            columns += [pa.repeat(pa.scalar(sl.log, pa.string()), n), pa.array(np.full(n, sl.segment, dtype=np.int32))]
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
 
 

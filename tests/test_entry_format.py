@@ -113,3 +113,23 @@ def test_equal_size_frames_scan_like_the_loop(ledger):
         ef.scan_batch(bytes(damaged), ledger, 1 << 20)
     mixed = blob + digest.build_framed(120, 98, 0, [b"longer payload" * 9])[0]  # sizes differ: the loop
     assert ef.scan_batch(mixed, ledger, 1 << 20)[0].tolist() == list(range(100, 121))
+
+
+@pytest.mark.parametrize("digest_type", list(DigestType))
+@pytest.mark.parametrize("sizes", ["equal", "mixed"])
+def test_verify_columns(digest_type, sizes):
+    """Columns for Arrow: ids, offsets, one payload buffer; an entry failing its digest is left out."""
+    ledger = LEDGERS[0]
+    dm = DigestManager(ledger, b"pw", digest_type)
+    payloads = [bytes([i]) * (100 if sizes == "equal" else 50 + i) for i in range(20)]
+    blob, _ = dm.build_framed(7, 6, 0, payloads)
+    ids, offsets, data, bad = dm.verify_columns(blob)
+    assert ids.tolist() == list(range(7, 27)) and bad == []
+    assert [data[offsets[k]:offsets[k + 1]] for k in range(20)] == payloads
+    if digest_type is DigestType.DUMMY:
+        return
+    damaged = bytearray(blob)
+    damaged[blob.index(bytes([5]) * 40) + 3] ^= 0x01  # a payload byte of entry 12
+    ids, offsets, data, bad = dm.verify_columns(bytes(damaged))
+    assert bad == [12] and 12 not in ids.tolist() and len(ids) == 19
+    assert data == b"".join(p for k, p in enumerate(payloads) if k != 5)

@@ -183,11 +183,7 @@ class DigestManager:
         start = frames + ef.FRAME_LEN
         hl, ml = self.header_len, self.mac_length
         view = memoryview(blob)
-        digest = self._digest
-        good = np.ones(len(ids), dtype=bool)
-        for k, (s, e) in enumerate(zip(start.tolist(), ends.tolist())):
-            if digest(view[s: s + hl], view[s + hl + ml: e]) != view[s + hl: s + hl + ml]:
-                good[k] = False
+        good = self._digests_ok(blob, view, start, ends)
         bad = ids[~good].tolist()
         if not good.all():
             ids, start, ends = ids[good], start[good], ends[good]
@@ -201,6 +197,23 @@ class DigestManager:
         else:
             data = b"".join(view[s + hl + ml: e] for s, e in zip(start.tolist(), ends.tolist()))
         return ids, offsets, data, bad
+
+    def _digests_ok(self, blob: bytes, view: memoryview, start: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Per entry: does the stored digest match? CRCs are computed as integers and compared in one go."""
+        n, hl, ml = len(start), self.header_len, self.mac_length
+        if self.digest_type in (DigestType.CRC32C, DigestType.CRC32):
+            crc = _crc32c.crc32c if self.digest_type is DigestType.CRC32C else zlib.crc32
+            data = np.frombuffer(blob, dtype=np.uint8)
+            stored = data[(start + hl + (ml - 4))[:, None] + np.arange(4)].copy().view(">u4").ravel()
+            computed = np.fromiter((crc(view[s + hl + ml: e], crc(view[s: s + hl]))
+                                    for s, e in zip(start.tolist(), ends.tolist())), dtype=np.uint32, count=n)
+            good = computed == stored
+            if ml == 8:  # CRC32 is stored widened to a long: its high half must be zero
+                good &= data[(start + hl)[:, None] + np.arange(4)].sum(axis=1) == 0
+            return good
+        digest = self._digest
+        return np.fromiter((digest(view[s: s + hl], view[s + hl + ml: e]) == view[s + hl: s + hl + ml]
+                            for s, e in zip(start.tolist(), ends.tolist())), dtype=bool, count=n)
 
     # -- LAC blobs (explicit LAC) -------------------------------------------------------------
     def build_lac(self, lac: int) -> bytes:
