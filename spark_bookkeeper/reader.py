@@ -145,7 +145,7 @@ class BookKeeperReader(DataSourceReader):
         if not len(wanted):
             return
         clients = connections.worker_clients()
-        got = set()
+        got: list[np.ndarray] = []
         try:
             for message in clients.bookie_client(partition.ensemble[partition.member]).read_entries(
                     sl.ledger, partition.first, partition.last, clients.conf.readBatchBytes, E if E > 1 else 0,
@@ -156,12 +156,12 @@ class BookKeeperReader(DataSourceReader):
                     break
                 ids, offsets, data, bad = digest.verify_columns(message.entries)
                 if len(ids):
-                    got.update(ids.tolist())
+                    got.append(ids)
                     yield self._batch(sl, ids, offsets, data)
         except Exception as exc:  # a bookie that cannot serve: its entries come from the other replicas
             log.warning("ledger %s: bookie %s failed (%s); reading from other replicas", sl.ledger,
                         partition.ensemble[partition.member], exc)
-        missing = [int(e) for e in wanted if int(e) not in got]
+        missing = np.setdiff1d(wanted, np.concatenate(got) if got else wanted[:0]).tolist()
         if missing:
             reader = LedgerReader(clients, sl.ledger, digest)
             payloads = [reader.read_entry(md, e, skip=(partition.ensemble[partition.member],)) for e in missing]

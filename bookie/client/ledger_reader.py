@@ -47,12 +47,16 @@ class LedgerReader:
     # -- one entry -----------------------------------------------------------------------------------
     def read_entry(self, metadata: LedgerMetadata, entry_id: int, skip: tuple[str, ...] = ()) -> bytes:
         """The verified payload of one entry, from the first replica that has a good copy."""
+        return self.read_verified(metadata, entry_id, skip)[1].tobytes()
+
+    def read_verified(self, metadata: LedgerMetadata, entry_id: int, skip: tuple[str, ...] = ()):
+        """(header, payload view) of one entry, verified, from the first replica that has a good copy."""
         ensemble = metadata.ensemble_at(entry_id)
         order = [ensemble[i] for i in write_set(entry_id, len(ensemble), metadata.write_quorum_size)]
         order = [b for b in order if b not in skip] + [b for b in order if b in skip]
         return self._read_from(order, entry_id)
 
-    def _read_from(self, bookies: list[str], entry_id: int) -> bytes:
+    def _read_from(self, bookies: list[str], entry_id: int):
         errors: list[str] = []
         no_entry = digest_bad = 0
         pending: dict[cf.Future, str] = {}
@@ -74,7 +78,7 @@ class LedgerReader:
                     continue
                 if response.status == status.EOK:
                     try:
-                        return self.digest.verify(response.body, entry_id)[1].tobytes()
+                        return self.digest.verify(response.body, entry_id)
                     except DigestMatchError as exc:
                         digest_bad += 1
                         errors.append(f"{bookie}: {exc}")

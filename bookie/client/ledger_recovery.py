@@ -15,14 +15,12 @@ from __future__ import annotations
 import logging
 
 from bookie.client import exceptions as bke
-from bookie.client.distribution_schedule import write_set
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.meta.metadata_store import Versioned
-from bookie.proto import status
-from bookie.proto.checksum import DigestManager, DigestMatchError, generate_master_key
+from bookie.proto.checksum import DigestManager, generate_master_key
 
 log = logging.getLogger(__name__)
 SCAN_BATCH = 1000
@@ -73,17 +71,11 @@ def _length_at(reader: LedgerReader, md: LedgerMetadata, lac: int) -> int:
     """The ledger's length through entry ``lac``, from that entry's header."""
     if lac < 0:
         return 0
-    ensemble = md.ensemble_at(lac)
-    bookies = [ensemble[i] for i in write_set(lac, len(ensemble), md.write_quorum_size)]
-    for bookie in bookies:
-        try:
-            response = reader.bk.bookie_client(bookie).read_entry(reader.ledger, lac)
-            if response.status == status.EOK:
-                return reader.digest.verify(response.body, lac)[0].length
-        except (bke.BKException, DigestMatchError) as exc:  # try the next replica
-            log.debug("length of entry %d from %s: %s", lac, bookie, exc)
-    raise bke.BKLedgerRecoveryException(f"recovery of ledger {reader.ledger}: cannot read entry {lac} (its LAC) "
-                                        f"from any of {', '.join(bookies)}")
+    try:
+        return reader.read_verified(md, lac)[0].length
+    except bke.BKException as exc:
+        raise bke.BKLedgerRecoveryException(f"recovery of ledger {reader.ledger}: cannot read entry {lac} "
+                                            f"(its LAC): {exc}") from None
 
 
 def _close_recovered(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], recovered: LedgerMetadata,
