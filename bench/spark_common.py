@@ -38,15 +38,18 @@ def parse_args(doc: str):
     return parser.parse_args()
 
 
-def best_of(runs: int, fn) -> float:
-    """Seconds of the fastest of ``runs`` calls (after one warm-up call)."""
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
+def best_of_each(runs: int, contenders: dict) -> dict:
+    """Seconds of the fastest of ``runs`` calls of each contender, taking turns (after one warm-up round),
+    so that none profits from a JVM the others warmed up."""
+    for fn in contenders.values():
         fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    times: dict = {name: [] for name in contenders}
+    for _ in range(runs):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: min(t) for name, t in times.items()}
 
 
 def payload_frame(spark, rows: int = ROWS):

@@ -11,11 +11,12 @@ import os
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from spark_common import parse_args, PAYLOAD, PARTITIONS, best_of, cluster_and_spark, line, payload_frame
+from spark_common import parse_args, PAYLOAD, PARTITIONS, best_of_each, cluster_and_spark, line, payload_frame
 
 
 class MemoryReader(DataSourceReader):
-    """Yields ``rows`` 1 KiB payloads as Arrow batches made in memory: what the API can carry at best."""
+    """Yields ``rows`` 1 KiB payloads as Arrow batches made in memory, with the columns a read of a log
+    has (ledger_id, entry_id, payload, log, segment): what the API can carry at best."""
 
     def __init__(self, rows: int, schema):
         self.rows = rows
@@ -33,8 +34,10 @@ class MemoryReader(DataSourceReader):
             offsets = pa.py_buffer(np.arange(0, (n + 1) * PAYLOAD, PAYLOAD, dtype=np.int32))
             payload = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(blob * n)])
             ids = pa.array(np.arange(start + s, start + s + n, dtype=np.int64))
-            yield pa.RecordBatch.from_arrays([pa.array(np.zeros(n, dtype=np.int64)), ids, payload],
-                                             names=["ledger_id", "entry_id", "payload"])
+            yield pa.RecordBatch.from_arrays([pa.array(np.zeros(n, dtype=np.int64)), ids, payload,
+                                              pa.repeat(pa.scalar("bench", pa.string()), n),
+                                              pa.array(np.zeros(n, dtype=np.int32))],
+                                             names=["ledger_id", "entry_id", "payload", "log", "segment"])
 
 
 class MemorySource(DataSource):
@@ -43,7 +46,7 @@ class MemorySource(DataSource):
         return "memory_ceiling"
 
     def schema(self):
-        return "ledger_id long, entry_id long, payload binary"
+        return "ledger_id long, entry_id long, payload binary, log string, segment int"
 
     def reader(self, schema):
         return MemoryReader(int(self.options["rows"]), schema)
@@ -64,9 +67,9 @@ def main() -> None:
 
         bk = spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("log", "bench").load()
         memory = spark.read.format("memory_ceiling").option("rows", str(args.rows)).load()
-        t_bk = best_of(args.runs, noop(bk))
-        t_mem = best_of(args.runs, noop(memory))
-        t_pq = best_of(args.runs, noop(spark.read.parquet(parquet)))
+        best = best_of_each(args.runs, {"bk": noop(bk), "memory": noop(memory),
+                                        "parquet": noop(spark.read.parquet(parquet))})
+        t_bk, t_mem, t_pq = best["bk"], best["memory"], best["parquet"]
     print(f"spark read bench ({args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, best of {args.runs}):")
     print(line("Python data source from memory", t_mem, args.rows, "(the API's ceiling)"))
     print(line("Parquet on local disk", t_pq, args.rows))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 
-from spark_common import parse_args, PAYLOAD, best_of, cluster_and_spark, line, payload_frame
+from spark_common import parse_args, PAYLOAD, best_of_each, cluster_and_spark, line, payload_frame
 
 
 def main() -> None:
@@ -29,8 +29,9 @@ def main() -> None:
              .option("log", f"bench-{next(counter)}").save())
 
         parquet = os.path.join(base, "bench.parquet")
-        t_bk = best_of(args.runs, to_bookkeeper)
-        t_pq = best_of(args.runs, lambda: data.write.mode("overwrite").parquet(parquet))
+        best = best_of_each(args.runs, {"bk": to_bookkeeper,
+                                        "parquet": lambda: data.write.mode("overwrite").parquet(parquet)})
+        t_bk, t_pq = best["bk"], best["parquet"]
     print(f"spark write bench ({args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, E=3 WQ=2 AQ=2, best of {args.runs}):")
     print(f"  client append_batch (one process)   : {client.rate:10,.0f} rows/s  {client.mb_per_s:7.1f} MB/s")
     print(line("Parquet on local disk", t_pq, args.rows))

@@ -3,6 +3,7 @@ driver-side workers, and plain per-bookie channels on executors (which never nee
 from __future__ import annotations
 
 import atexit
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -50,6 +51,11 @@ def worker_clients() -> WorkerClients:
     with _lock:
         if _workers is None:
             _workers = WorkerClients()
+            # PySpark runs a full gc.collect() after every task of a reused worker; what is loaded by
+            # now (PySpark, pyarrow, grpc, these clients) lives as long as the process, so keep it
+            # out of those collections.
+            gc.collect()
+            gc.freeze()
         return _workers
 
 

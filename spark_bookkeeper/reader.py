@@ -161,7 +161,10 @@ class BookKeeperReader(DataSourceReader):
         except Exception as exc:  # a bookie that cannot serve: its entries come from the other replicas
             log.warning("ledger %s: bookie %s failed (%s); reading from other replicas", sl.ledger,
                         partition.ensemble[partition.member], exc)
-        missing = np.setdiff1d(wanted, np.concatenate(got) if got else wanted[:0]).tolist()
+        seen = np.zeros(partition.last - partition.first + 1, dtype=bool)
+        for ids in got:
+            seen[ids - partition.first] = True
+        missing = wanted[~seen[wanted - partition.first]].tolist()
         if missing:
             reader = LedgerReader(clients, sl.ledger, digest)
             payloads = [reader.read_entry(md, e, skip=(partition.ensemble[partition.member],)) for e in missing]

@@ -96,3 +96,28 @@ def test_budgeted_range_reads_resume_where_they_stopped(make_bookie):
         seen += ids
         first = covered + 1
     assert seen == list(range(100))
+
+
+@pytest.mark.parametrize("stride, offset, budget", [(0, 0, 1 << 20), (3, 1, 1 << 20), (3, 2, 700), (4, 0, 1200)])
+def test_range_reads_across_lookup_windows(make_bookie, monkeypatch, stride, offset, budget):
+    """A range read looks the index up a window at a time: every wanted entry comes out once, in order,
+    whether a message ends inside a window, at its edge or runs over several windows."""
+    from bookie.proto import entry_format as ef
+    from bookie.server import ledger_storage
+    monkeypatch.setattr(ledger_storage, "READ_WINDOW", 7)
+    bookie = make_bookie()
+    digest = DigestManager(L1, PASSWORD)
+    stored = [e for e in range(200) if e % 5 != 3]  # gaps: entries striped to other bookies
+    for e in stored:
+        bookie.add_entries(L1, KEY, digest.build_framed(e, e - 1, 0, [payload(e)])[0]).result(10)
+    wanted = [e for e in stored if not stride or e % stride == offset]
+    seen, first, messages = [], 0, 0
+    while first <= 230:
+        blob, count, covered = bookie.read_entries(L1, first, 230, max_bytes=budget, stride=stride, offset=offset)
+        ids = [digest.verify(f)[0].entry_id for f in ef.iter_frames(blob)]
+        assert count == len(ids) and all(first <= e <= covered for e in ids)
+        assert covered >= first, "a range read always makes progress"
+        seen += ids
+        first, messages = covered + 1, messages + 1
+    assert seen == wanted
+    assert messages == 1 if budget >= 1 << 20 else messages > 1

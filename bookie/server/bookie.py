@@ -246,6 +246,11 @@ class Bookie:
         """Framed entries stored here in ``[first, last]`` (``e % stride == offset``): (blob, count, last id covered)."""
         return self.storage.read_framed(ledger, first, last, max_bytes, stride, offset)
 
+    def read_entries_parts(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20,
+                           stride: int = 0, offset: int = 0) -> tuple[list, int, int]:
+        """``read_entries`` with the blob left in pieces, for the service to copy into its message."""
+        return self.storage.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
+
     def last_add_confirmed(self, ledger: LedgerId) -> int:
         return self.storage.require(ledger).lac
 

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 _OFFSET_MASK = 0xFFFFFFFF
 MAX_READ_GAP = 1 << 20  # records further apart than this in a log are read separately
+READ_WINDOW = 8192  # wanted entry ids looked up in the index at a time by a range read
 
 
 @dataclass
@@ -168,42 +169,62 @@ class InterleavedLedgerStorage:
         id covered): ids up to the covered one that are not in the blob are not stored here (striping
         leaves gaps by design; nothing is stored past the bookie's last entry).
         """
-        requested_last = last
+        parts, count, covered = self.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
+        return b"".join(parts), count, covered
+
+    def read_framed_parts(self, ledger: LedgerId, first: int, last: int, max_bytes: int,
+                          stride: int = 0, offset: int = 0) -> tuple[list, int, int]:
+        """``read_framed`` with the blob left in pieces (buffers), for a caller that copies them anyway.
+
+        The range is looked up READ_WINDOW wanted ids at a time, so a message costs what it sends,
+        not what is left of the range.
+        """
         with self.lock:
-            state = self.require(ledger)
-            last = min(last, state.last_entry_id)
-            if first > last:
-                return b"", 0, requested_last
+            stored_last = min(last, self.require(ledger).last_entry_id)
+        step = READ_WINDOW * max(stride, 1)
+        parts: list = []
+        count = total = 0
+        for lo in range(first, stored_last + 1, step):
+            hi = min(stored_last, lo + step - 1)
+            window_count, window_bytes, covered = self._read_window(ledger, lo, hi, max_bytes - total, stride,
+                                                                    offset, parts)
+            count += window_count
+            total += window_bytes
+            if covered < hi or total >= max_bytes:
+                return parts, count, covered
+        return parts, count, last  # nothing is stored past the bookie's last entry
+
+    def _read_window(self, ledger: LedgerId, first: int, last: int, budget: int, stride: int, offset: int,
+                     parts: list) -> tuple[int, int, int]:
+        """Append the framed entries stored in ``[first, last]`` (up to ``budget`` bytes) to ``parts``;
+        returns (entries, bytes, last entry id covered)."""
+        with self.lock:
             locs = self.cache.get_range(ledger, first, last)
         if stride > 1:
             locs[(np.arange(first, last + 1) % stride) != offset] = 0
         present = np.flatnonzero(locs)
-        last = requested_last
         if not len(present):
-            return b"", 0, last
+            return 0, 0, last
         loc_present = locs[present]
         log_ids = loc_present >> 32
         offsets = loc_present & _OFFSET_MASK
         gaps = np.diff(offsets)
         breaks = np.flatnonzero((np.diff(log_ids) != 0) | (gaps <= 0) | (gaps > MAX_READ_GAP)) + 1
-        parts: list = []
         total = count = 0
-        covered = last
         for run in np.split(np.arange(len(present)), breaks):
             run_offsets = offsets[run]
             # Keep a run within the byte budget, so one read never fetches far more than asked for.
             full = len(run)
-            cut = max(1, int(np.searchsorted(run_offsets - run_offsets[0], max_bytes - total, side="right")))
+            cut = max(1, int(np.searchsorted(run_offsets - run_offsets[0], budget - total, side="right")))
             run, run_offsets = run[:cut], run_offsets[:cut]
             ids = present[run] + first
-            run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids, run_offsets, max_bytes - total)
+            run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids, run_offsets, budget - total)
             parts += run_parts
             count += n
             total += nbytes
-            if n < full or total >= max_bytes:
-                covered = int(ids[n - 1])
-                break
-        return b"".join(parts), count, covered
+            if n < full or total >= budget:
+                return count, total, int(ids[n - 1])
+        return count, total, last
 
     def _read_run(self, ledger: LedgerId, log_id: int, ids: np.ndarray, offs: np.ndarray, budget: int):
         """Read the records at ``offs`` of one log with one read; returns (framed parts, entries, bytes).

@@ -12,12 +12,15 @@ import asyncio
 import logging
 import time
 
+import grpc
+
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
 from bookie.proto import availability
 from bookie.proto import entry_format as ef
 from bookie.proto import status
+from bookie.proto.read_range import encode_read_range_response
 from bookie.server.bookie import Bookie
 from bookie.server.exceptions import BadRequestException, BookieException, NoEntryException
 
@@ -180,16 +183,21 @@ class BookieServicer(pb_grpc.BookieServicer):
             if request.stride < 0 or (request.stride and not 0 <= request.offset < request.stride):
                 raise BadRequestException(f"bad stride {request.stride} / offset {request.offset}")
             while True:
-                blob, count, covered = await self._run(self.bookie.read_entries, ledger, first, last, budget,
-                                                       request.stride, request.offset)
-                yield pb.ReadRangeResponse(status=status.EOK, entries=blob, entryCount=count, lastEntryIdCovered=covered,
-                                           maxLAC=self.bookie.last_add_confirmed(ledger))
+                message, covered = await self._run(self._range_message, ledger, first, last, budget,
+                                                   request.stride, request.offset)
+                yield message
                 if covered < first or covered >= last:
                     return
                 first = covered + 1
         except Exception as exc:
             code, message = _failure(exc)
-            yield pb.ReadRangeResponse(status=code, message=message, lastEntryIdCovered=first - 1)
+            yield pb.ReadRangeResponse(status=code, message=message, lastEntryIdCovered=first - 1).SerializeToString()
+
+    def _range_message(self, ledger: LedgerId, first: int, last: int, budget: int, stride: int,
+                       offset: int) -> tuple[bytes, int]:
+        """(one serialized ReadRangeResponse from ``first`` on, the last entry id it covers)."""
+        parts, count, covered = self.bookie.read_entries_parts(ledger, first, last, budget, stride, offset)
+        return encode_read_range_response(parts, count, covered, self.bookie.last_add_confirmed(ledger)), covered
 
     # -- LAC, force, info --------------------------------------------------------------------------
     async def WriteLac(self, request: pb.WriteLacRequest, context) -> pb.WriteLacResponse:
@@ -245,3 +253,23 @@ class BookieServicer(pb_grpc.BookieServicer):
         except Exception as exc:
             response.status, response.message = _failure(exc)
         return response
+
+
+# Methods whose handler yields serialized responses itself (see bookie/proto/read_range.py).
+PRE_SERIALIZED = {"ReadEntries"}
+
+
+def add_to_server(servicer: BookieServicer, server) -> None:
+    """Register ``servicer`` like the generated ``add_BookieServicer_to_server``, except that the
+    methods in PRE_SERIALIZED have no response serializer: their bytes go out as they are."""
+    service = pb.DESCRIPTOR.services_by_name["Bookie"]
+    handlers = {}
+    for method in service.methods:
+        make = getattr(grpc, f"{'stream' if method.client_streaming else 'unary'}_"
+                             f"{'stream' if method.server_streaming else 'unary'}_rpc_method_handler")
+        request_class = getattr(pb, method.input_type.name)
+        response_class = getattr(pb, method.output_type.name)
+        handlers[method.name] = make(
+            getattr(servicer, method.name), request_deserializer=request_class.FromString,
+            response_serializer=None if method.name in PRE_SERIALIZED else response_class.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
