@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bookie.client.bookie_client import BookieClient
 from bookie.client.conf import ClientConfiguration
+from bookie.util.allocator import keep_large_buffers
 
 _lock = threading.Lock()
 _drivers: dict[str, object] = {}
@@ -56,6 +57,7 @@ def worker_clients() -> WorkerClients:
             # out of those collections.
             gc.collect()
             gc.freeze()
+            keep_large_buffers()  # range-read messages are megabytes: reuse their memory
         return _workers
 
 

@@ -187,6 +187,15 @@ def test_bad_write_input(spark, shared_cluster, columns, options, message):
         write(df, shared_cluster.metadata_service_uri, "bad-input", **options)
 
 
+def test_bad_write_input_about_the_cluster(spark, shared_cluster):
+    from bookie.util.processes import free_port
+    df = spark.range(3).selectExpr("cast(id as string) as payload")
+    with pytest.raises(Exception, match="metadataServiceUri is missing"):
+        df.write.format("bookkeeper").mode("append").option("log", "x").save()
+    with pytest.raises(Exception, match="cannot reach the cluster"):
+        write(df, f"zk://127.0.0.1:{free_port()}/ledgers", "x", zkConnectTimeout="1")
+
+
 def test_string_payloads_and_explicit_registration(spark, shared_cluster):
     import spark_bookkeeper
     spark_bookkeeper.register(spark)

@@ -19,6 +19,7 @@ from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.bookie import Bookie
 from bookie.server.conf import ConfigurationError, ServerConfiguration
 from bookie.server.request_processor import BookieServicer, add_to_server
+from bookie.util.allocator import keep_large_buffers
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class BookieServer:
         self._registration_lock = threading.Lock()
 
     async def start(self) -> None:
+        keep_large_buffers()
         conf = self.conf
         self.store = ZKMetadataStore(conf["metadataServiceUri"], conf["zkTimeout"])
         instance_id = self.store.instance_id()

@@ -259,14 +259,10 @@ class InterleavedLedgerStorage:
         used = np.cumsum(sizes + ef.FRAME_LEN)
         cut = int(np.searchsorted(used, budget)) + 1  # entries up to the one that reaches the budget
         if cut < len(ids):
-            view = memoryview(span)
-            return [view[r - ef.FRAME_LEN: r + n] for r, n in zip(rel[:cut].tolist(), sizes[:cut].tolist())], cut, \
-                int(used[cut - 1])
+            return _frames_of(span, rel[:cut], sizes[:cut]), cut, int(used[cut - 1])
         if (rel[1:] == rel[:-1] + sizes[:-1] + ef.FRAME_LEN).all() and rel[-1] + sizes[-1] == len(span):
             return [span, tail], len(ids), int(used[-1]) + len(tail)  # back to back: no per-entry copies
-        view = memoryview(span)
-        parts = [view[r - ef.FRAME_LEN: r + n] for r, n in zip(rel.tolist(), sizes.tolist())]
-        return parts + [tail], len(ids), int(used[-1]) + len(tail)
+        return _frames_of(span, rel, sizes) + [tail], len(ids), int(used[-1]) + len(tail)
 
     # -- checkpoint --------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -289,6 +285,23 @@ class InterleavedLedgerStorage:
             self.flush()
             self.entry_logger.shutdown()
             self.index.close()
+
+
+def _frames_of(span: bytes, rel: np.ndarray, sizes: np.ndarray) -> list:
+    """The framed records at ``rel`` (record starts, after the size) of ``span``, as buffers to join.
+
+    Equal records at equal distances (a striped read of equal-sized entries: every other record of
+    the log) come out with one strided numpy copy; anything else one slice per record.
+    """
+    n, first = len(rel), int(rel[0]) - ef.FRAME_LEN
+    frame = int(sizes[0]) + ef.FRAME_LEN
+    if n > 1 and (sizes == sizes[0]).all():
+        step = int(rel[1] - rel[0])
+        if step >= frame and (np.diff(rel) == step).all():
+            # one opaque item per record, so numpy copies each with one memcpy
+            return [np.ndarray((n,), dtype=f"V{frame}", buffer=span, offset=first, strides=(step,)).tobytes()]
+    view = memoryview(span)
+    return [view[r - ef.FRAME_LEN: r + size] for r, size in zip(rel.tolist(), sizes.tolist())]
 
 
 def _gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:

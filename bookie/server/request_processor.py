@@ -182,13 +182,25 @@ class BookieServicer(pb_grpc.BookieServicer):
                 raise BadRequestException(f"bad range {first}..{last} of ledger {ledger}")
             if request.stride < 0 or (request.stride and not 0 <= request.offset < request.stride):
                 raise BadRequestException(f"bad stride {request.stride} / offset {request.offset}")
-            while True:
-                message, covered = await self._run(self._range_message, ledger, first, last, budget,
-                                                   request.stride, request.offset)
-                yield message
-                if covered < first or covered >= last:
-                    return
-                first = covered + 1
+
+            def read(start: int) -> asyncio.Future:
+                return asyncio.ensure_future(self._run(self._range_message, ledger, start, last, budget,
+                                                       request.stride, request.offset))
+
+            pending = read(first)
+            try:
+                while True:
+                    message, covered = await pending
+                    more = first <= covered < last
+                    if more:  # read the next message while this one is sent
+                        pending = read(covered + 1)
+                    yield message
+                    if not more:
+                        return
+                    first = covered + 1
+            finally:  # the client may have gone away: nobody waits for a read still running
+                pending.cancel()
+                pending.add_done_callback(lambda f: f.cancelled() or f.exception())  # nor for its error
         except Exception as exc:
             code, message = _failure(exc)
             yield pb.ReadRangeResponse(status=code, message=message, lastEntryIdCovered=first - 1).SerializeToString()
