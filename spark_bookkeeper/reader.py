@@ -7,9 +7,10 @@ the entries it is first in the write set for (``e % E == i``), so all bookies of
 once; ranges longer than ``maxEntriesPerPartition`` are split.
 
 Reading (executor): a streamed range read with that stride from the member bookie; every entry's
-ledger id and digest are checked into column buffers (``DigestManager.verify_columns``), and any entry
-that is missing or bad there is read from the other bookies of its write set. Out come
-``pyarrow.RecordBatch``es built from those buffers.
+ledger id and digest are checked into column buffers (``DigestManager.verify_columns``). Entries
+missing or bad there are range-read, same stride, from the next bookie of their write set (they all
+share it), then the next; what no replica sends is read entry by entry, which tells "no such entry"
+from a failure. Out come ``pyarrow.RecordBatch``es built from those buffers.
 """
 from __future__ import annotations
 
@@ -139,38 +140,55 @@ class BookKeeperReader(DataSourceReader):
         sl = partition.slice
         md = sl.metadata
         digest = DigestManager(sl.ledger, self.opts.password, md.digest_type)
-        E = len(partition.ensemble)
-        wanted = np.arange(partition.first, partition.last + 1, dtype=np.int64)
+        E, first = len(partition.ensemble), partition.first
+        wanted = np.arange(first, partition.last + 1, dtype=np.int64)
         wanted = wanted[wanted % E == partition.member]
         if not len(wanted):
             return
         clients = connections.worker_clients()
-        got: list[np.ndarray] = []
-        try:
-            for message in clients.bookie_client(partition.ensemble[partition.member]).read_entries(
-                    sl.ledger, partition.first, partition.last, clients.conf.readBatchBytes, E if E > 1 else 0,
-                    partition.member):
-                if message.status != status.EOK:
-                    log.warning("ledger %s from %s: %s; reading from other replicas", sl.ledger,
-                                partition.ensemble[partition.member], status.name_of(message.status))
-                    break
-                ids, offsets, data, bad = digest.verify_columns(message.entries)
-                if len(ids):
-                    got.append(ids)
-                    yield self._batch(sl, ids, offsets, data)
-        except Exception as exc:  # a bookie that cannot serve: its entries come from the other replicas
-            log.warning("ledger %s: bookie %s failed (%s); reading from other replicas", sl.ledger,
-                        partition.ensemble[partition.member], exc)
-        seen = np.zeros(partition.last - partition.first + 1, dtype=bool)
-        for ids in got:
-            seen[ids - partition.first] = True
-        missing = wanted[~seen[wanted - partition.first]].tolist()
-        if missing:
+        seen = np.zeros(partition.last - first + 1, dtype=bool)
+        # Every entry here has the write set (member, member + 1, ...) mod E: what the member could not
+        # serve is range-read, with the same stride, from the next bookie of that write set, and so on.
+        for k in range(md.write_quorum_size):
+            todo = wanted[~seen[wanted - first]]
+            if not len(todo):
+                return
+            bookie = partition.ensemble[(partition.member + k) % E]
+            for ids, offsets, data in self._range(clients, sl, digest, bookie, int(todo[0]), int(todo[-1]), E,
+                                                  partition.member):
+                fresh = ~seen[ids - first]
+                seen[ids - first] = True
+                batch = self._batch(sl, ids, offsets, data)
+                yield batch if fresh.all() else batch.filter(pa.array(fresh))
+        missing = wanted[~seen[wanted - first]].tolist()
+        if missing:  # on no replica in one piece: entry by entry, which tells "no such entry" from failure
             reader = LedgerReader(clients, sl.ledger, digest)
-            payloads = [reader.read_entry(md, e, skip=(partition.ensemble[partition.member],)) for e in missing]
+            payloads = [reader.read_entry(md, e) for e in missing]
             offsets = np.zeros(len(missing) + 1, dtype=np.int32)
             np.cumsum([len(p) for p in payloads], out=offsets[1:])
             yield self._batch(sl, np.array(missing, dtype=np.int64), offsets, b"".join(payloads))
+
+    @staticmethod
+    def _range(clients, sl: LedgerSlice, digest: DigestManager, bookie: str, first: int, last: int, E: int,
+               member: int):
+        """(ids, payload offsets, payload bytes) of the verified entries ``e % E == member`` of
+        ``[first, last]`` that ``bookie`` sends; stops, warning, where it fails."""
+        try:
+            for message in clients.bookie_client(bookie).read_entries(
+                    sl.ledger, first, last, clients.conf.readBatchBytes, E if E > 1 else 0, member):
+                if message.status != status.EOK:
+                    log.warning("ledger %s entries %d..%d from %s: %s; trying other replicas", sl.ledger, first,
+                                last, bookie, status.name_of(message.status))
+                    return
+                ids, offsets, data, bad = digest.verify_columns(message.entries)
+                if bad:
+                    log.warning("ledger %s entries %s from %s failed their digest check; trying other replicas",
+                                sl.ledger, bad[:10], bookie)
+                if len(ids):
+                    yield ids, offsets, data
+        except Exception as exc:  # a bookie that cannot serve: its entries come from the other replicas
+            log.warning("ledger %s entries %d..%d: bookie %s failed (%s); trying other replicas", sl.ledger, first,
+                        last, bookie, exc)
 
     def _batch(self, sl: LedgerSlice, ids: np.ndarray, offsets: np.ndarray, data: bytes) -> pa.RecordBatch:
         n = len(ids)

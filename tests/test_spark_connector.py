@@ -115,6 +115,40 @@ def test_a_corrupted_replica_still_reads_correctly(spark, cluster):
     assert got == {i: b"payload-%03d" % i for i in range(200)}
 
 
+def test_a_dead_bookie_is_read_around_with_range_reads(spark, cluster, monkeypatch):
+    """E=3 WQ=2 with one bookie SIGKILLed: its partitions' entries come from the next bookie of their
+    write set, as range reads (not one request per entry)."""
+    c = cluster(3)
+    with BookKeeper(c.metadata_service_uri) as bk:
+        lh = bk.create_ledger(3, 2, 2, password=PW)
+        lh.append_batch([b"entry-%04d" % i for i in range(3000)]).result(30)
+        lh.close()
+    dead = next(b for b in c.bookies if b.bookie_id == lh.ensemble[1])
+    c.kill_bookie(dead.index, signal.SIGKILL)
+    df = source(spark, c.metadata_service_uri, ledgers=str(lh.ledger_id), password="pw")
+    assert df.rdd.getNumPartitions() == 3
+    expected = spark.createDataFrame([(lh.ledger_id, i, b"entry-%04d" % i) for i in range(3000)],
+                                     "ledger_id long, entry_id long, payload binary")
+    assert_df_equality(df, expected, ignore_row_order=True)
+
+    # The dead member's partition, read here with per-entry reads forbidden: range reads did it all.
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from bookie.client.ledger_reader import LedgerReader
+    from spark_bookkeeper.datasource import READ_SCHEMA
+    from spark_bookkeeper.options import ReadOptions
+    from spark_bookkeeper.reader import BookKeeperReader
+    opts = ReadOptions.parse({"metadataserviceuri": c.metadata_service_uri, "ledgers": str(lh.ledger_id),
+                              "password": "pw"})
+    reader = BookKeeperReader(opts, READ_SCHEMA, to_arrow_schema(df.schema, timezone="UTC"))
+    partition = next(p for p in reader.partitions() if p.member == 1)
+
+    def no_single_reads(*args, **kwargs):
+        raise AssertionError("an entry was read on its own")
+    monkeypatch.setattr(LedgerReader, "read_entry", no_single_reads)
+    ids = [i for batch in reader.read(partition) for i in batch.column("entry_id").to_pylist()]
+    assert sorted(ids) == list(range(1, 3000, 3))
+
+
 def test_a_failing_task_leaves_no_ledger_behind(spark, shared_cluster):
     uri, log = shared_cluster.metadata_service_uri, f"fail-{uuid.uuid4().hex[:6]}"
     boom = F.udf(lambda i: bytes(1 / 0) if i == 1500 else b"ok%d" % i, "binary")
