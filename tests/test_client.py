@@ -189,6 +189,22 @@ def test_a_corrupted_replica_is_read_from_another(bk_cluster):
     assert rh.read(7, 7)[0].payload == payload(7)
 
 
+@pytest.mark.parametrize("wq", [2, 3], ids=["striped", "every-bookie"])
+def test_a_dead_bookies_share_is_range_read_from_the_next_replica(bk_cluster, monkeypatch, wq):
+    from bookie.client.ledger_reader import LedgerReader
+    c, bk = bk_cluster(3)
+    lh = bk.create_ledger(3, wq, 2, password=PW)
+    lh.append_batch([payload(i) for i in range(600)]).result(30)
+    lh.close()
+    c.kill_bookie(bookie_index(c, lh.ensemble[1]), signal.SIGKILL)
+
+    def no_single_reads(*args, **kwargs):
+        raise AssertionError("an entry was read on its own")
+    monkeypatch.setattr(LedgerReader, "read_entry", no_single_reads)
+    rh = bk.open_ledger(lh.ledger_id, password=PW)
+    assert [e.payload for e in rh.read(0, 599)] == [payload(i) for i in range(600)]
+
+
 def test_tailing_reader_long_polls_without_disturbing_the_writer(bk_cluster):
     c, bk = bk_cluster(3)
     writer = bk.create_ledger(3, 2, 2, password=PW)

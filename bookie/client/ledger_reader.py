@@ -3,8 +3,9 @@
 - One entry: ask the write set in order; a missing entry, a digest mismatch or a bookie error moves
   on to the next replica, and a replica slower than ``speculativeReadTimeout`` gets company.
 - A range: per fragment, every bookie of the ensemble streams the entries it is first in the write
-  set for (a stride filter), all in parallel; whatever did not arrive or failed its digest is read
-  entry by entry from the other replicas.
+  set for (a stride filter), all in parallel; whatever did not arrive or failed its digest is
+  range-read from the next bookie of its write set, then the next, and only what none sent is read
+  entry by entry.
 - The LAC: ReadLac from every bookie of the last ensemble, accepted only under quorum coverage.
 
 "No such entry" (every replica said so) is BKNoSuchEntryException; anything else that leaves an entry
@@ -115,17 +116,29 @@ class LedgerReader:
         if metadata.write_quorum_size == E:
             # Every bookie holds every entry: each reads a contiguous share (sequential on its disk).
             share = -(-(last - first + 1) // E)
-            plan = [(bookie, first + i * share, min(last, first + (i + 1) * share - 1), 0, 0)
-                    for i, bookie in enumerate(ensemble) if first + i * share <= last]
+            plan = [(i, first + i * share, min(last, first + (i + 1) * share - 1), 0, 0)
+                    for i in range(E) if first + i * share <= last]
         else:
             # Striped: each bookie sends the entries it is first in the write set for.
-            plan = [(bookie, first, last, E, i) for i, bookie in enumerate(ensemble)]
-        jobs = {self.bk.executor.submit(self._stream_from, bookie, a, b, stride, offset, result, first): bookie
-                for bookie, a, b, stride, offset in plan}
-        failed = {bookie for job, bookie in jobs.items() if job.result()}
+            plan = [(i, first, last, E, i) for i in range(E)]
+        # A share's entries all have their next replica on the next bookie of the ensemble: what a
+        # bookie did not send is range-read from there, then from the one after (WQ bookies in all).
+        failed: set[str] = set()
+        for k in range(metadata.write_quorum_size):
+            jobs = {}
+            for i, a, b, stride, offset in plan:
+                share_ids = range(a + (offset - a) % stride, b + 1, stride) if stride else range(a, b + 1)
+                todo = [e for e in share_ids if result[e - first] is None]
+                if todo:
+                    bookie = ensemble[(i + k) % E]
+                    jobs[self.bk.executor.submit(self._stream_from, bookie, todo[0], todo[-1], stride, offset,
+                                                 result, first)] = bookie
+            if not jobs:
+                break
+            failed |= {bookie for job, bookie in jobs.items() if job.result()}
         lid = self.ledger.ledger_id
         for k, entry in enumerate(result):
-            if entry is None:  # not sent, failed its digest, or its bookie failed: the other replicas
+            if entry is None:  # on no replica in one piece: entry by entry, which tells absence from failure
                 entry_id = first + k
                 result[k] = LedgerEntry(lid, entry_id, self.read_entry(metadata, entry_id, skip=tuple(failed)))
         return result
