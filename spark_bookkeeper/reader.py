@@ -22,6 +22,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from bookie.client.conf import ClientConfiguration
+from bookie.client.distribution_schedule import write_set
 from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
@@ -147,13 +148,13 @@ class BookKeeperReader(DataSourceReader):
             return
         clients = connections.worker_clients()
         seen = np.zeros(partition.last - first + 1, dtype=bool)
-        # Every entry here has the write set (member, member + 1, ...) mod E: what the member could not
-        # serve is range-read, with the same stride, from the next bookie of that write set, and so on.
-        for k in range(md.write_quorum_size):
+        # Every entry here (e % E == member) has the same write set: what the member could not serve is
+        # range-read, with the same stride, from the next bookie of that write set, and so on.
+        for index in write_set(partition.member, E, md.write_quorum_size):
             todo = wanted[~seen[wanted - first]]
             if not len(todo):
                 return
-            bookie = partition.ensemble[(partition.member + k) % E]
+            bookie = partition.ensemble[index]
             for ids, offsets, data in self._range(clients, sl, digest, bookie, int(todo[0]), int(todo[-1]), E,
                                                   partition.member):
                 fresh = ~seen[ids - first]

@@ -121,8 +121,8 @@ class LedgerReader:
         else:
             # Striped: each bookie sends the entries it is first in the write set for.
             plan = [(i, first, last, E, i) for i in range(E)]
-        # A share's entries all have their next replica on the next bookie of the ensemble: what a
-        # bookie did not send is range-read from there, then from the one after (WQ bookies in all).
+        # Bookie i's share has the write set of entry i (striped: every entry of it; WQ == E: every bookie
+        # holds it all): what a bookie did not send is range-read from the next bookie of that write set.
         failed: set[str] = set()
         for k in range(metadata.write_quorum_size):
             jobs = {}
@@ -130,7 +130,7 @@ class LedgerReader:
                 share_ids = range(a + (offset - a) % stride, b + 1, stride) if stride else range(a, b + 1)
                 todo = [e for e in share_ids if result[e - first] is None]
                 if todo:
-                    bookie = ensemble[(i + k) % E]
+                    bookie = ensemble[write_set(i, E, metadata.write_quorum_size)[k]]
                     jobs[self.bk.executor.submit(self._stream_from, bookie, todo[0], todo[-1], stride, offset,
                                                  result, first)] = bookie
             if not jobs:

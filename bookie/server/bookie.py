@@ -244,7 +244,8 @@ class Bookie:
     def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20,
                      stride: int = 0, offset: int = 0) -> tuple[bytes, int, int]:
         """Framed entries stored here in ``[first, last]`` (``e % stride == offset``): (blob, count, last id covered)."""
-        return self.storage.read_framed(ledger, first, last, max_bytes, stride, offset)
+        parts, count, covered = self.storage.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
+        return b"".join(parts), count, covered
 
     def read_entries_parts(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20,
                            stride: int = 0, offset: int = 0) -> tuple[list, int, int]:

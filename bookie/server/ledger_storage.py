@@ -161,23 +161,16 @@ class InterleavedLedgerStorage:
         _check_ids(data, 0, ledger, entry_id, loc)
         return data
 
-    def read_framed(self, ledger: LedgerId, first: int, last: int, max_bytes: int,
-                    stride: int = 0, offset: int = 0) -> tuple[bytes, int, int]:
-        """Framed entries this bookie stores in ``[first, last]``, in id order, up to about ``max_bytes``.
-
-        With ``stride``, only ids ``e % stride == offset``. Returns (blob, number of entries, last entry
-        id covered): ids up to the covered one that are not in the blob are not stored here (striping
-        leaves gaps by design; nothing is stored past the bookie's last entry).
-        """
-        parts, count, covered = self.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
-        return b"".join(parts), count, covered
-
     def read_framed_parts(self, ledger: LedgerId, first: int, last: int, max_bytes: int,
                           stride: int = 0, offset: int = 0) -> tuple[list, int, int]:
-        """``read_framed`` with the blob left in pieces (buffers), for a caller that copies them anyway.
+        """Framed entries this bookie stores in ``[first, last]``, in id order, up to about ``max_bytes``,
+        as buffers to join (the service joins them straight into its message).
 
-        The range is looked up READ_WINDOW wanted ids at a time, so a message costs what it sends,
-        not what is left of the range.
+        With ``stride``, only ids ``e % stride == offset``. Returns (buffers, number of entries, last
+        entry id covered): ids up to the covered one that are not in the buffers are not stored here
+        (striping leaves gaps by design; nothing is stored past the bookie's last entry). The range is
+        looked up READ_WINDOW wanted ids at a time, so a message costs what it sends, not what is left
+        of the range.
         """
         with self.lock:
             stored_last = min(last, self.require(ledger).last_entry_id)
