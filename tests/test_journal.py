@@ -59,9 +59,13 @@ def _journal_with_groups(tmp_path, groups: int):
     journal_dir = settings["journalDirectories"]
     (log_id,) = jn.list_journal_ids(journal_dir)
     path = jn.journal_path(journal_dir, log_id)
+    return settings, path, group_ends(path)
+
+
+def group_ends(path: str) -> list[int]:
+    """Where each group of a journal file ends (after its padding record)."""
     with open(path, "rb") as f:
         data = f.read()
-    # Where each group ends (after its padding record).
     ends = []
     pos = jn.HEADER_SIZE
     while True:
@@ -74,7 +78,7 @@ def _journal_with_groups(tmp_path, groups: int):
             ends.append(pos)
         else:
             pos += 4 + length
-    return settings, path, ends
+    return ends
 
 
 def _entries_present(bookie) -> list[int]:

@@ -25,7 +25,7 @@ from bookie.server.cookie import Cookie, check_cookies
 from bookie.server.exceptions import (BadRequestException, BookieException, JournalException,
                                       LedgerFencedException, NoEntryException, ReadOnlyException,
                                       TooManyRequestsException)
-from bookie.server.journal import Journal, ScanResult, list_journal_ids, scan_journal
+from bookie.server.journal import Journal, ScanResult, journal_path, list_journal_ids, scan_journal
 from bookie.server.last_log_mark import read_last_mark
 from bookie.server.ledger_dirs_monitor import LedgerDirsMonitor
 from bookie.server.ledger_storage import InterleavedLedgerStorage
@@ -48,6 +48,9 @@ class Bookie:
         self.running = False
         self.forced_read_only = conf["forceReadOnlyBookie"]
         self._state_listeners: list[Callable[[bool], None]] = []
+        self.journal_failure: JournalException | None = None  # set once a journal write or fsync fails
+        self._fatal_listeners: list[Callable[[JournalException], None]] = []
+        self._replay_skipped = False  # skipReplayJournalInvalidRecord passed over corrupt journal bytes
         self._max_entry = conf["nettyMaxFrameSizeBytes"]
 
     # -- life cycle --------------------------------------------------------------------------------
@@ -58,8 +61,12 @@ class Bookie:
         self.journals = [Journal(d, self.conf, i) for i, d in enumerate(self.journal_dirs)]
         self._replay()
         for journal in self.journals:
+            journal.on_failure = self._on_journal_failure
             journal.start()
         self.sync_thread = SyncThread(self.journals, self.storage, self.ledger_dirs, self.conf["flushInterval"])
+        # A full flush after replay (BookieImpl.start): the mark moves to the new journal files, so a
+        # torn tail accepted now is never replayed again in front of later journals.
+        self.sync_thread.checkpoint()
         self.sync_thread.start()
         self.dirs_monitor = LedgerDirsMonitor(self.conf, self.ledger_dirs, self._on_disk_state)
         self.dirs_monitor.check()
@@ -79,7 +86,12 @@ class Bookie:
                 raise BookieException(f"bookie directory {current} is not writable")
 
     def shutdown(self) -> None:
-        """Stop cleanly: drain the journals, checkpoint, and finish the entry log."""
+        """Stop cleanly: drain the journals, checkpoint, and finish the entry log.
+
+        After a journal failure nothing is flushed or checkpointed: storage holds entries of groups
+        that were never fsynced. The process ends as after a crash, and replay from the LastLogMark
+        (which never passed the failure) brings back everything acknowledged.
+        """
         if not self.running:
             return
         self.running = False
@@ -87,26 +99,71 @@ class Bookie:
         self.sync_thread.shutdown()
         for journal in self.journals:
             journal.shutdown()
+        if self.journal_failure is not None:
+            log.error("bookie stopped without a checkpoint after a journal failure: %s", self.journal_failure)
+            return
         self.sync_thread.checkpoint()
         self.storage.shutdown()
         log.info("bookie shut down")
 
+    def add_fatal_listener(self, listener: Callable[[JournalException], None]) -> None:
+        """``listener(error)`` runs (once, from a journal thread) when the bookie must stop: a journal failed."""
+        self._fatal_listeners.append(listener)
+        if self.journal_failure is not None:
+            listener(self.journal_failure)
+
+    def _on_journal_failure(self, error: JournalException) -> None:
+        """A journal write or fsync failed: acknowledge nothing more from any journal, and stop
+        (BookKeeper's Journal thread dies and the bookie exits with ExitCode.BOOKIE_EXCEPTION)."""
+        if self.journal_failure is not None:
+            return
+        self.journal_failure = error
+        log.critical("journal failure, the bookie stops: %s", error)
+        for journal in self.journals:
+            journal.fail(f"another journal of this bookie failed: {error}")
+        for listener in list(self._fatal_listeners):
+            try:
+                listener(error)
+            except Exception:
+                log.exception("fatal listener failed")
+
     # -- replay ------------------------------------------------------------------------------------
     def _replay(self) -> None:
-        """Re-apply every journal record after the LastLogMark (BookieImpl.readJournal)."""
+        """Re-apply every journal record after the LastLogMark (BookieImpl.readJournal).
+
+        A torn tail ends a journal with a warning. Corruption with verified groups after it (in the
+        same file or a later one) refuses start-up, unless skipReplayJournalInvalidRecord is set.
+        """
+        skip = self.conf["skipReplayJournalInvalidRecord"]
+        self._replay_skipped = False
         for i, journal in enumerate(self.journals):
             mark = read_last_mark(self.ledger_dirs, i, len(self.journals))
             ids = [j for j in list_journal_ids(journal.journal_dir) if j >= mark.log_id]
             if mark.log_id and mark.log_id not in ids:
                 raise JournalException(f"journal {mark.log_id:x}.txn named by the LastLogMark is missing from "
                                        f"{journal.journal_dir}: entries after the last checkpoint would be lost")
+            tail: ScanResult | None = None  # a torn end: only a tail if no later journal holds verified groups
             for log_id in ids:
                 start = mark.offset if log_id == mark.log_id else 0
-                result = scan_journal(journal.journal_dir, log_id, start, self._replay_group)
+                result = scan_journal(journal.journal_dir, log_id, start, self._replay_group, skip)
                 self.replayed.append(result)
+                self._replay_skipped = self._replay_skipped or bool(result.skipped)
+                if result.corrupt:
+                    raise JournalException(_refusal(str(result.corrupt), result.corrupt.path))
+                if tail is not None and result.groups:
+                    path = journal_path(journal.journal_dir, tail.end.log_id)
+                    where = (f"{path} is corrupt at byte {tail.end.offset} ({tail.torn.removeprefix(path + ': ')}); "
+                             f"journal {log_id:x}.txn after it holds verified groups")
+                    if not skip:
+                        raise JournalException(_refusal(where, path))
+                    log.error("skipping corrupt journal bytes, as skipReplayJournalInvalidRecord=true asks: %s; "
+                              "entries written there are lost on this bookie", where)
+                    self._replay_skipped = True
+                    tail = None
                 if result.torn:
                     log.warning("journal replay stopped early in %x.txn after %d records: %s",
                                 log_id, result.records, result.torn)
+                    tail = result
                 log.info("replayed %d records from journal %x.txn", result.records, log_id)
 
     def _replay_group(self, group: memoryview) -> None:
@@ -133,7 +190,11 @@ class Bookie:
     def _replay_entries(self, ledger: LedgerId, blob: memoryview) -> None:
         state = self.storage.state(ledger)
         if state is None:
-            log.debug("replay: skipping entries of ledger %s, which has no master key here (deleted)", ledger)
+            if self._replay_skipped:
+                log.error("replay: entries of ledger %s dropped: it has no master key here, which may have been "
+                          "in the corrupt journal bytes skipped (skipReplayJournalInvalidRecord)", ledger)
+            else:
+                log.debug("replay: skipping entries of ledger %s, which has no master key here (deleted)", ledger)
             return
         ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
         self.storage.add_framed(ledger, state, bytes(blob), ids, offsets, max_lac)
@@ -289,6 +350,15 @@ class Bookie:
 
     def checkpoint(self):
         return self.sync_thread.checkpoint()
+
+
+def _refusal(where: str, path: str) -> str:
+    return (f"journal replay refused: {where}. Verified groups follow the bad one, so it is not a torn tail: "
+            f"its fsync completed and its entries were acknowledged, and replaying past it would lose them in "
+            f"silence. Inspect the file with `bk shell readjournal {path}`. Then either rebuild this bookie from "
+            f"the other replicas (wipe its journal and ledger directories and re-replicate its ledgers with "
+            f"`bk shell recover`), or accept losing the bad group's entries on this bookie: set "
+            f"skipReplayJournalInvalidRecord=true to replay every verified group (each skipped spot is logged).")
 
 
 def _key_record(ledger: LedgerId, master_key: bytes) -> bytes:

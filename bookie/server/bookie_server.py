@@ -95,8 +95,13 @@ async def serve(conf: ServerConfiguration, ready=None) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await server.start()
+        # A failed journal stops the bookie; serve then raises its error, so the process exits non-zero
+        # (BookKeeper: ExitCode.BOOKIE_EXCEPTION).
+        server.bookie.add_fatal_listener(lambda error: loop.call_soon_threadsafe(stop.set))
         if ready is not None:
             ready(server)
         await stop.wait()
     finally:
         await server.stop()
+    if server.bookie.journal_failure is not None:
+        raise server.bookie.journal_failure

@@ -1,0 +1,203 @@
+"""Journal faults: a corrupt group in the middle of a journal, and a journal whose fsync fails.
+
+A torn tail (nothing verified after the bad spot) was never acknowledged: replay ends there with a
+warning (tests/test_journal.py). A corrupt group with verified groups after it held acknowledged
+entries: start-up is refused, naming the file and the byte offset, unless the operator sets
+skipReplayJournalInvalidRecord. A failed journal fsync stops the bookie: nothing after it is
+acknowledged and the LastLogMark never passes it.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from bookie.client.bookie_client import BookieClient
+from bookie.client.exceptions import BKException
+from bookie.ledger_id import LedgerId
+from bookie.proto import status
+from bookie.proto.checksum import DigestManager
+from bookie.server import journal as jn
+from bookie.server.exceptions import JournalException
+from bookie.server.journal import LogMark
+from bookie.server.last_log_mark import read_last_mark
+from tests.conftest import engine_settings, flip_byte, run_then_sigkill
+from tests.helpers.engine_ops import PASSWORD, payload
+from tests.procs import ROOT
+from tests.test_journal import KEY, LEDGER, _entries_present, _journal_with_groups, group_ends
+
+
+def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def _file_holds(path: str, blobs: list[bytes]) -> bool:
+    with open(path, "rb") as f:
+        data = f.read()
+    return all(blob in data for blob in blobs)
+
+
+def _batch(first: int, count: int, ledger: LedgerId = LEDGER) -> bytes:
+    digest = DigestManager(ledger, PASSWORD)
+    return digest.build_framed(first, first - 1, 0, [payload(i) for i in range(first, first + count)])[0]
+
+
+# -- item 9: a corrupt group in the middle of a journal ----------------------------------------------
+@pytest.mark.parametrize("damage", ["flip-bit", "huge-length", "negative-length", "zero-length"])
+def test_corrupt_group_mid_journal_refuses_to_start_naming_file_and_offset(tmp_path, make_bookie, damage):
+    settings, path, ends = _journal_with_groups(tmp_path, 5)
+    bad = ends[0]  # group 2 (entries 10..19, acknowledged); groups 3..5 follow it
+    if damage == "flip-bit":
+        flip_byte(path, bad + 60, 0x04)
+    else:
+        length = {"huge-length": 0x7FFFFFF0, "negative-length": -5, "zero-length": 0}[damage]
+        with open(path, "r+b") as f:
+            f.seek(bad)
+            f.write(length.to_bytes(4, "big", signed=True))
+    with pytest.raises(JournalException) as refused:
+        make_bookie()
+    message = str(refused.value)
+    assert path in message and f"byte {bad}" in message, message
+    assert f"byte {ends[1]}" in message, "the message does not say where the next verified group is"
+    assert "skipReplayJournalInvalidRecord" in message and "readjournal" in message, message
+
+
+def test_skip_replay_journal_invalid_record_replays_the_verified_groups_after_it(tmp_path, make_bookie, caplog):
+    settings, path, ends = _journal_with_groups(tmp_path, 5)
+    flip_byte(path, ends[0] + 60, 0x04)
+    with caplog.at_level(logging.ERROR):
+        bookie = make_bookie(skipReplayJournalInvalidRecord=True)
+    assert _entries_present(bookie) == list(range(10)) + list(range(20, 50))
+    assert any(path in r.message and f"byte {ends[0]}" in r.message for r in caplog.records
+               if r.levelno >= logging.ERROR), "the skipped group was not logged as an error"
+
+
+def test_damaged_last_group_of_a_rolled_journal_refuses_to_start(tmp_path, make_bookie):
+    """A bad end of journal N is not a tail when journal N+1 holds verified groups."""
+    settings = engine_settings(tmp_path, journalMaxSizeMB=1)
+    run_then_sigkill(settings, [["add", 0, 5, 8000]] * 3)  # ~400 KB each: the third rolls the journal
+    ids = jn.list_journal_ids(settings["journalDirectories"])
+    assert len(ids) == 2, ids
+    first = jn.journal_path(settings["journalDirectories"], ids[0])
+    ends = group_ends(first)
+    flip_byte(first, ends[-2] + 100, 0x04)
+    with pytest.raises(JournalException) as refused:
+        make_bookie(journalMaxSizeMB=1)
+    message = str(refused.value)
+    assert first in message and f"byte {ends[-2]}" in message, message
+
+
+def test_torn_tail_accepted_once_is_not_held_against_the_next_crash(tmp_path, make_bookie):
+    """After a replay the bookie checkpoints (BookieImpl.start), so an old torn tail is not replayed again."""
+    settings, path, ends = _journal_with_groups(tmp_path, 3)
+    with open(path, "r+b") as f:
+        f.truncate(ends[-1] - 100)  # group 3 cut short: entries 20..29 were never acknowledged
+    run_then_sigkill(settings, [["add", 0, 5, 10]] * 2)  # replays 0..19 with a warning, acknowledges 20..39
+    bookie = make_bookie()
+    assert _entries_present(bookie) == list(range(40))
+
+
+# -- hazard: a failed journal fsync ---------------------------------------------------------------
+def test_failed_fsync_fails_every_later_group_and_never_moves_the_mark(make_bookie):
+    bookie = make_bookie()
+    journal = bookie.journals[0]
+    bookie.add_entries(LEDGER, KEY, _batch(0, 5)).result(30)
+    bookie.checkpoint()
+    persisted = read_last_mark(bookie.ledger_dirs)
+    bookie.add_entries(LEDGER, KEY, _batch(5, 5)).result(30)
+    mark = journal.last_log_mark
+    held, release = threading.Event(), threading.Event()
+    real = journal._fdatasync
+
+    def failing_once(fd: int) -> None:
+        if held.is_set():
+            return real(fd)
+        held.set()
+        release.wait(60)  # later groups are written and queued behind this fsync meanwhile
+        raise OSError(errno.EIO, "injected journal fsync failure")
+
+    journal._fdatasync = failing_once
+    failed = bookie.add_entries(LEDGER, KEY, _batch(10, 5))
+    assert held.wait(60)
+    later_blobs = [_batch(15, 5), _batch(20, 5)]
+    later = [bookie.add_entries(LEDGER, KEY, blob) for blob in later_blobs]
+    _wait_for(lambda: _file_holds(journal._channel.path, later_blobs), "the later groups to be written")
+    release.set()
+    for future in [failed, *later]:
+        with pytest.raises(JournalException):
+            future.result(30)
+    assert journal.last_log_mark == mark, "the LastLogMark moved past a group whose fsync failed"
+    with pytest.raises(JournalException):
+        bookie.add_entries(LEDGER, KEY, _batch(25, 5)).result(30)
+    assert bookie.journal_failure is not None
+    bookie.shutdown()
+    assert read_last_mark(bookie.ledger_dirs) == persisted, "shutdown after a journal failure checkpointed"
+
+
+def _answer(send) -> str:
+    """The bookie's answer to an add (a status name), or how it could not be sent or answered."""
+    try:
+        return status.name_of(send().result(60).status)
+    except BKException as exc:
+        return f"no answer: {exc}"
+
+
+def test_bookie_whose_journal_fsync_fails_acknowledges_nothing_more_and_exits(cluster, tmp_path):
+    c = cluster(1)
+    b = c.bookies[0]
+    c.kill_bookie(0, signal.SIGTERM)
+    control = tmp_path / "control"
+    control.mkdir()
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(b.log_path, "ab") as log:
+        b.proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.fsync_fault_bookie", b.conf_path, str(control)],
+                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  start_new_session=True, env=env)
+    c.wait_registered(0)  # c.stop() stops it by PID whatever happens below
+    client = BookieClient(b.bookie_id, timeout=30)
+    try:
+        for eid in range(5):
+            assert _answer(lambda: client.add(LEDGER, KEY, _batch(eid, 1))) == "EOK"
+        (control / "arm").touch()
+        blobs = [_batch(eid, 1) for eid in (5, 6, 7)]
+        held = client.add(LEDGER, KEY, blobs[0])
+        _wait_for((control / "holding").exists, "the journal fsync to be held")
+        queued = [client.add(LEDGER, KEY, blob) for blob in blobs[1:]]
+        log_id = jn.list_journal_ids(b.journal_dir)[-1]
+        journal_file = jn.journal_path(b.journal_dir, log_id)
+        _wait_for(lambda: _file_holds(journal_file, blobs), "entries 6 and 7 to be written behind the held fsync")
+        with open(control / "release", "w") as fifo:
+            fifo.write("fail")
+        answers = [_answer(lambda f=f: f) for f in [held, *queued]]
+        assert "EOK" not in answers, f"adds in or after the failed group were acknowledged: {answers}"
+        assert _answer(lambda: client.add(LEDGER, KEY, _batch(8, 1))) != "EOK"
+        assert b.proc.wait(timeout=60) != 0, "the bookie exited with code 0 after a journal failure"
+        with open(b.log_path, errors="replace") as f:
+            assert "injected journal fsync failure" in f.read()
+        with open(journal_file, "rb") as f:
+            failed_group = f.read().find(blobs[0])
+        assert read_last_mark([b.ledger_dir]) <= LogMark(log_id, failed_group), "the mark passed the failed group"
+    finally:
+        client.close()
+    b.proc = None
+    c.start_bookie(0)  # the normal code: replay from the mark
+    client = BookieClient(b.bookie_id, timeout=30)
+    try:
+        digest = DigestManager(LEDGER, PASSWORD)
+        for eid in range(5):
+            response = client.read_entry(LEDGER, eid)
+            assert response.status == status.EOK, status.name_of(response.status)
+            assert digest.verify(response.body, eid)[1].tobytes() == payload(eid)
+    finally:
+        client.close()
