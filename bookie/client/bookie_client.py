@@ -17,7 +17,8 @@ from typing import Iterator
 
 import grpc
 
-from bookie.client.exceptions import BKBookieHandleNotAvailableException, BKClientClosedException, BKTimeoutException
+from bookie.client.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
+                                      BKMessageTooLargeException, BKTimeoutException)
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
@@ -38,6 +39,10 @@ def transport_error(bookie_id: str, what: str, exc: grpc.RpcError):
     detail = exc.details() if hasattr(exc, "details") else str(exc)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return BKTimeoutException(f"{what} on bookie {bookie_id} timed out")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (detail or ""):
+        return BKMessageTooLargeException(
+            f"{what} on bookie {bookie_id}: the bookie refused a message as too large ({detail}); its "
+            "nettyMaxFrameSizeBytes is smaller than this client's: set the client's to the bookies' value")
     return BKBookieHandleNotAvailableException(f"{what} on bookie {bookie_id} failed: {code.name if code else ''} {detail}")
 
 

@@ -19,6 +19,7 @@ class ClientConfiguration:
     readBatchBytes: int = 4 << 20  # bytes per range-read message
     enableDigestTypeAutodetection: bool = True
     maxNumEnsembleChanges: int = 2 ** 31 - 1
+    nettyMaxFrameSizeBytes: int = 5 * 1024 * 1024  # the largest message a bookie takes (same key as the bookie's)
 
     @classmethod
     def of(cls, values: dict | None = None, **overrides) -> "ClientConfiguration":

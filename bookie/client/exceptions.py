@@ -57,6 +57,16 @@ class BKReplicationException(BKException): code = -200
 class BKUnexpectedConditionException(BKException): code = -999
 
 
+class BKMessageTooLargeException(BKIncorrectParameterException):
+    """A bookie refused a message as larger than its ``nettyMaxFrameSizeBytes``. The bookie is healthy:
+    the client's limit is set above the bookie's, so replacing the bookie would not help."""
+
+
+class BKZKConnectionLossException(BKZKException):
+    """ZooKeeper lost the connection (or the session) while a request was in flight: the request may or may
+    not have been applied. Callers that changed something re-read to find out (MetadataUpdateLoop)."""
+
+
 _BY_STATUS: dict[int, type[BKException]] = {
     status.ENOENTRY: BKNoSuchEntryException,
     status.ENOLEDGER: BKNoSuchLedgerExistsException,

@@ -31,6 +31,7 @@ from bookie.client.ensemble_placement import replace_bookie
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
+from bookie.client.metadata_update_loop import doubt_window, update_ledger_metadata
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.meta.metadata_store import Versioned
@@ -39,6 +40,9 @@ from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
 
 log = logging.getLogger(__name__)
+# Room an AddRequest needs around its entries (ids, master key, flags): what is left of the bookie's
+# largest message (nettyMaxFrameSizeBytes) carries the framed entries.
+ADD_REQUEST_RESERVE = 1024
 
 
 class PendingAdd:
@@ -47,15 +51,17 @@ class PendingAdd:
     ``parts[i]`` is what bookie index i stores of them (all of them when E == WQ; with striping, the
     entries whose write set holds i). They are acknowledged when, for every write set they use, AQ of
     its bookies have answered. ``future`` (None for the inner pieces of a split batch) gets the entry
-    id, or ``range(result_first, last_id + 1)`` for a batch.
+    id, or ``range(result_first, last_id + 1)`` for a batch. ``length`` is the ledger's length through
+    ``last_id``.
     """
 
-    __slots__ = ("entry_id", "last_id", "parts", "future", "write_set", "quorums", "acked", "result_first")
+    __slots__ = ("entry_id", "last_id", "length", "parts", "future", "write_set", "quorums", "acked", "result_first")
 
-    def __init__(self, entry_id: int, last_id: int, parts: dict[int, bytes], future: Future | None,
+    def __init__(self, entry_id: int, last_id: int, length: int, parts: dict[int, bytes], future: Future | None,
                  quorums: tuple[tuple[int, ...], ...], result_first: int | None = None):
         self.entry_id = entry_id
         self.last_id = last_id
+        self.length = length
         self.parts = parts
         self.future = future
         self.write_set = tuple(parts)
@@ -101,7 +107,11 @@ class LedgerHandle(Handle):
         self._write_sets = [tuple(write_set(e, self.ensemble_size, self.write_quorum)) for e in range(self.ensemble_size)]
         self.recovery = recovery
         self.last_add_pushed = self.last_add_confirmed = last_add_confirmed
-        self.length = length
+        self.length = length  # through the last entry pushed (BookKeeper's LedgerHandle.length)
+        self.confirmed_length = length  # through the LAC: what close records
+        # The largest add message a bookie takes; each message's framed entries stay within it.
+        self.max_message_entries = self.conf.nettyMaxFrameSizeBytes - ADD_REQUEST_RESERVE
+        self.max_payload = self.max_message_entries - ef.FRAME_LEN - self.digest.header_len - self.digest.mac_length
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._pending: deque[PendingAdd] = deque()
@@ -112,6 +122,7 @@ class LedgerHandle(Handle):
         self._changing = False
         self._ensemble_changes = 0
         self._error: bke.BKException | None = None  # set once the handle can take no more adds
+        self._closing: Future | None = None  # set when close starts: from then on appends fail
         self._closed = False
         self._last_add_time = time.monotonic()
         self._explicit_lac_sent = last_add_confirmed
@@ -120,6 +131,11 @@ class LedgerHandle(Handle):
     @property
     def is_closed(self) -> bool:
         return self._closed
+
+    @property
+    def error(self) -> bke.BKException | None:
+        """Why the handle can take no more appends (None while it can)."""
+        return self._error
 
     # -- adds ---------------------------------------------------------------------------------------
     def append(self, payload: bytes) -> int:
@@ -139,21 +155,17 @@ class LedgerHandle(Handle):
         return self._add(None, payloads, batch=True)
 
     def _add(self, entry_id: int | None, payloads: list, batch: bool = False) -> Future:
-        for payload in payloads:
-            if not isinstance(payload, (bytes, bytearray, memoryview)):
-                raise bke.BKIncorrectParameterException(
-                    f"ledger {self.ledger}: a payload is bytes, not {type(payload).__name__}")
+        cuts = self._pieces(payloads)
         future = Future()
-        limit = self.conf.maxBatchEntries
         with self._lock:
-            while self._pending_entries >= self.conf.maxPendingAdds and self._error is None and not self._closed:
+            while self._pending_entries >= self.conf.maxPendingAdds and self._error is None and self._closing is None:
                 self._changed.wait()  # back-pressure: too many entries in flight
             self._check_open()
             first = self._next_entry_id(entry_id, len(payloads))
-            for start in range(0, len(payloads), limit):  # pieces no bigger than one add message
-                chunk = payloads[start: start + limit]
-                last_piece = start + limit >= len(payloads)
-                op = self._make_op(first + start, chunk, future if last_piece else None, first if batch else None)
+            for start, end in zip(cuts, cuts[1:]):  # pieces no bigger than one add message
+                last_piece = end == len(payloads)
+                op = self._make_op(first + start, payloads[start:end], future if last_piece else None,
+                                   first if batch else None)
                 self._enqueue(op)
                 for i in op.write_set:
                     self._outbox[i].append(op)
@@ -163,6 +175,32 @@ class LedgerHandle(Handle):
         if batches:
             self._send(batches)
         return future
+
+    def _pieces(self, payloads: list) -> list[int]:
+        """Where to cut ``payloads`` so that each piece fits one add message (at most ``maxBatchEntries``
+        entries and the bookie's ``nettyMaxFrameSizeBytes``); checks every payload first, so a bad one
+        is refused before any entry id is taken."""
+        overhead = ef.FRAME_LEN + self.digest.header_len + self.digest.mac_length
+        budget, max_entries = self.max_message_entries, self.conf.maxBatchEntries
+        cuts, size, count = [0], 0, 0
+        for k, payload in enumerate(payloads):
+            if not isinstance(payload, (bytes, bytearray, memoryview)):
+                raise bke.BKIncorrectParameterException(
+                    f"ledger {self.ledger}: a payload is bytes, not {type(payload).__name__}")
+            n = len(payload)
+            if n > self.max_payload:
+                raise bke.BKIncorrectParameterException(
+                    f"ledger {self.ledger}: an entry of {n} bytes is larger than a bookie takes: at most "
+                    f"{self.max_payload} bytes fit in one add message (nettyMaxFrameSizeBytes = "
+                    f"{self.conf.nettyMaxFrameSizeBytes}); split the payload, or raise nettyMaxFrameSizeBytes on the "
+                    "bookies and this client alike")
+            if count and (count == max_entries or size + n + overhead > budget):
+                cuts.append(k)
+                size = count = 0
+            size += n + overhead
+            count += 1
+        cuts.append(len(payloads))
+        return cuts
 
     def _make_op(self, first: int, payloads: list, future: Future | None, result_first: int | None) -> PendingAdd:
         """Frame ``payloads`` as entries ``first..`` and split them by the bookies that store them (lock held)."""
@@ -182,7 +220,7 @@ class LedgerHandle(Handle):
         else:
             parts = {i: b"".join(f for k, f in enumerate(frames) if i in self._write_sets[(first + k) % E])
                      for i in sorted({i for ws in quorums for i in ws})}
-        return PendingAdd(first, last, parts, future, quorums, result_first)
+        return PendingAdd(first, last, length, parts, future, quorums, result_first)
 
     def _sendable(self) -> bool:
         """Whether some bookie with entries waiting has room for another batch (caller holds the lock)."""
@@ -200,8 +238,9 @@ class LedgerHandle(Handle):
     def _check_open(self) -> None:
         if self._error is not None:
             raise type(self._error)(str(self._error))
-        if self._closed:
-            raise bke.BKLedgerClosedException(f"ledger {self.ledger} is closed: no more appends")
+        if self._closing is not None:
+            raise bke.BKLedgerClosedException(f"ledger {self.ledger} is "
+                                              f"{'closed' if self._closed else 'being closed'}: no more appends")
 
     def _take_sendable(self) -> list[_Batch]:
         """Batches that may go out now (caller holds the lock)."""
@@ -212,7 +251,10 @@ class LedgerHandle(Handle):
             while outbox and i not in self._failed and len(self._inflight[i]) < self.conf.maxInflightBatchesPerBookie:
                 count, entries, size = 0, 0, 0
                 while count < len(outbox) and entries < self.conf.maxBatchEntries and size < self.conf.maxBatchBytes:
-                    size += len(outbox[count].parts[i])
+                    part = len(outbox[count].parts[i])
+                    if count and size + part > self.max_message_entries:
+                        break  # one more would not fit in one add message (every op alone does)
+                    size += part
                     entries += outbox[count].count
                     count += 1
                 batch = _Batch(i, self.ensemble[i], outbox[:count], time.monotonic())
@@ -269,6 +311,9 @@ class LedgerHandle(Handle):
                 failed = self._fail(bke.BKLedgerFencedException(
                     f"ledger {self.ledger} was fenced (bookie {batch.bookie}: {error}): another client opened it "
                     "for recovery; this writer can add nothing more"))
+            elif isinstance(error, bke.BKMessageTooLargeException):
+                # The bookie is healthy; replacing it would only move the same refusal to the next one.
+                failed = self._fail(error)
             else:
                 log.warning("ledger %s: bookie %s failed (%s); changing the ensemble", self.ledger, batch.bookie, error)
                 self.bk.quarantine(batch.bookie)
@@ -291,6 +336,7 @@ class LedgerHandle(Handle):
                 and self._pending[0].entry_id == self.last_add_confirmed + 1:
             op = self._pending.popleft()
             self.last_add_confirmed = op.last_id
+            self.confirmed_length = op.length
             self._pending_entries -= op.count
             if op.future is not None:
                 done.append(op)
@@ -304,6 +350,7 @@ class LedgerHandle(Handle):
         failed = [(op, error) for op in self._pending if op.future is not None]
         self._pending.clear()
         self._pending_entries = 0
+        self.length = self.confirmed_length  # failed entries are not part of the ledger
         for outbox in self._outbox:
             outbox.clear()
         self._changed.notify_all()
@@ -326,13 +373,19 @@ class LedgerHandle(Handle):
                 if self._ensemble_changes > self.conf.maxNumEnsembleChanges:
                     raise bke.BKWriteException(f"ledger {self.ledger}: more than maxNumEnsembleChanges ensemble changes")
                 new = list(old)
+                dead = {old[j] for j in failed}
                 for i in sorted(failed):
-                    new[i] = replace_bookie(self.bk.writable_bookies(), new, {old[j] for j in failed} | self.bk.quarantined())
+                    try:  # a recently failed (quarantined) bookie only if nothing else will do
+                        new[i] = replace_bookie(self.bk.writable_bookies(), new, dead | self.bk.quarantined())
+                    except bke.BKNotEnoughBookiesException:
+                        new[i] = replace_bookie(self.bk.writable_bookies(), new, dead)
                 versioned = self._record_ensemble(start, tuple(new))
             except bke.BKException as exc:
                 if isinstance(exc, bke.BKNotEnoughBookiesException):
                     exc = bke.BKNotEnoughBookiesException(
-                        f"ledger {self.ledger}: cannot replace bookies {', '.join(old[i] for i in sorted(failed))}: {exc}")
+                        f"ledger {self.ledger}: cannot replace failed bookie(s) {', '.join(sorted(dead))} of ensemble "
+                        f"{', '.join(old)} from entry {start} on: {exc}. Needs {len(failed)} more writable bookie(s) "
+                        "outside that ensemble")
                 with self._lock:
                     failed_ops = self._fail(exc)
                     self._changing = False
@@ -353,21 +406,20 @@ class LedgerHandle(Handle):
         self._send(batches)
 
     def _record_ensemble(self, start: int, new: tuple[str, ...]) -> Versioned[LedgerMetadata]:
-        """The new fragment in the metadata (CAS, re-read on conflict); in memory only while recovering."""
+        """The new fragment in the metadata (MetadataUpdateLoop); in memory only while recovering."""
         if self.recovery:
             return Versioned(self._versioned.value.with_ensemble(start, new), self._versioned.version)
-        versioned = self._versioned
-        while True:
-            md = versioned.value
+
+        def transform(md: LedgerMetadata) -> LedgerMetadata:
             if md.state is LedgerState.IN_RECOVERY:
                 raise bke.BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client: "
                                                   "this writer can add nothing more")
             if md.state is LedgerState.CLOSED:
                 raise bke.BKLedgerClosedException(f"ledger {self.ledger} was closed by another client")
-            try:
-                return self.bk.store.write_ledger(self.ledger, md.with_ensemble(start, new), versioned.version)
-            except bke.BKMetadataVersionException:
-                versioned = self.bk.store.read_ledger(self.ledger)
+            return md.with_ensemble(start, new)
+
+        return update_ledger_metadata(self.bk.store, self.ledger, self._versioned,
+                                      lambda md: md.ensembles[-1] != (start, new), transform, doubt_window(self.conf))
 
     # -- timeouts, explicit LAC (driven by the client's timer) ---------------------------------------------
     def _check_timeouts(self, now: float) -> None:
@@ -423,41 +475,53 @@ class LedgerHandle(Handle):
                 self._changed.wait(left)
 
     def close(self) -> None:
-        """Wait for pending appends, then record CLOSED with the last entry id and length. Idempotent."""
-        if self._closed:
+        """Wait for pending appends, then record CLOSED with the last entry id and length.
+
+        Appends fail from the moment close starts, so everything acknowledged is inside the closed
+        ledger. Idempotent: a later (or concurrent) close reports what the first one did.
+        """
+        with self._lock:
+            closing = self._closing
+            if closing is None:
+                self._closing = Future()
+                self._changed.notify_all()  # appends waiting for room fail now
+        if closing is not None:
+            closing.result()
             return
+        try:
+            self._close()
+        except BaseException as exc:
+            self._closing.set_exception(exc)
+            raise
+        self._closing.set_result(None)
+
+    def _close(self) -> None:
         self.drain(self.conf.addEntryTimeout * 4)
         with self._lock:
             self._closed = True
             error = self._error
-            lac, length = self.last_add_confirmed, self.length
+            lac, length = self.last_add_confirmed, self.confirmed_length
             self._changed.notify_all()
         self.bk._unregister_writer(self)
         if self.recovery:
             return
-        versioned = self._versioned
-        while True:
-            md = versioned.value
-            if md.state is LedgerState.CLOSED:
-                if (md.last_entry_id, md.length) == (lac, length) or error is not None and md.last_entry_id >= lac:
-                    self._versioned = versioned
-                    if error is None:
-                        return
-                raise bke.BKMetadataVersionException(
-                    f"ledger {self.ledger} was closed by another client at entry {md.last_entry_id} (length {md.length}); "
-                    f"this writer had {lac} (length {length})" + (f": {error}" if error else ""))
+
+        def transform(md: LedgerMetadata) -> LedgerMetadata:
             if md.state is LedgerState.IN_RECOVERY:
                 raise bke.BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client; "
                                                   "this writer cannot close it")
-            try:
-                self._versioned = self.bk.store.write_ledger(self.ledger, md.with_state(LedgerState.CLOSED, lac, length),
-                                                              versioned.version)
-                if error is not None:
-                    raise error
-                return
-            except bke.BKMetadataVersionException:
-                versioned = self.bk.store.read_ledger(self.ledger)
+            return md.with_state(LedgerState.CLOSED, lac, length)
 
+        versioned = update_ledger_metadata(self.bk.store, self.ledger, self._versioned, lambda md: not md.is_closed,
+                                           transform, doubt_window(self.conf))
+        md = versioned.value
+        if (md.last_entry_id, md.length) != (lac, length):
+            raise bke.BKMetadataVersionException(
+                f"ledger {self.ledger} was closed by another client at entry {md.last_entry_id} (length {md.length}); "
+                f"this writer had {lac} (length {length})" + (f": {error}" if error else ""))
+        self._versioned = versioned
+        if error is not None:
+            raise error
 
 
 class LedgerHandleAdv(LedgerHandle):

@@ -5,8 +5,10 @@
    quorum coverage. LAC = max(piggybacked LACs, first entry of the last fragment - 1).
 3. Read on from LAC+1 until an entry is known missing (WQ-AQ+1 bookies of its write set say so);
    any other failure aborts recovery — a ledger is never truncated because a bookie could not answer.
+   The reads go to the ensembles recorded in the metadata store, never to a replacement chosen by
+   step 4: a replacement has none of the old entries, and its "nothing here" would end the ledger early.
 4. Re-add each entry found with RECOVERY_ADD to its write quorum (bookie failures change the
-   ensemble in memory).
+   ensemble in memory), in add messages no larger than a bookie takes.
 5. CAS IN_RECOVERY -> CLOSED with the last entry, length and the new fragments. If another client
    closed it first, its metadata is the answer: both recoveries end with the same last entry.
 """
@@ -17,6 +19,7 @@ import logging
 from bookie.client import exceptions as bke
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_reader import LedgerReader
+from bookie.client.metadata_update_loop import doubt_window, update_ledger_metadata
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.meta.metadata_store import Versioned
@@ -41,30 +44,32 @@ def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password
     try:
         next_id = lac + 1
         while True:
-            payloads, at_end = reader.recovery_scan(handle.metadata, next_id, SCAN_BATCH)
+            # ``md``, not ``handle.metadata``: the handle's in-memory ensemble changes name bookies that
+            # never had these entries.
+            payloads, at_end = reader.recovery_scan(md, next_id, SCAN_BATCH)
             if payloads:
                 handle.append_batch(payloads)
             next_id += len(payloads)
             if at_end:
                 break
         handle.drain()
-        if handle._error is not None:
-            raise bke.BKLedgerRecoveryException(f"recovery of ledger {ledger} could not re-replicate its last "
-                                                f"entries: {handle._error}")
+        error = handle.error
+        if error is not None:
+            raise bke.BKLedgerRecoveryException(
+                f"recovery of ledger {ledger} could not re-replicate entries {lac + 1}..{next_id - 1}: {error}. "
+                f"The ledger stays IN_RECOVERY; entries 0..{lac} can be read with recovery=False meanwhile, "
+                "and opening it again recovers it once enough bookies are writable")
     finally:
         handle.close()
     log.info("ledger %s recovered: last entry %d (fence LAC %d, %d entries re-added)", ledger,
              handle.last_add_confirmed, fenced.lac, handle.last_add_confirmed - lac)
-    return _close_recovered(bk, ledger, versioned, handle.metadata, handle.last_add_confirmed, handle.length)
+    return _close_recovered(bk, ledger, versioned, handle.metadata, handle.last_add_confirmed, handle.confirmed_length)
 
 
 def _mark_in_recovery(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata]) -> Versioned[LedgerMetadata]:
-    while versioned.value.state is LedgerState.OPEN:
-        try:
-            return bk.store.write_ledger(ledger, versioned.value.with_state(LedgerState.IN_RECOVERY), versioned.version)
-        except bke.BKMetadataVersionException:
-            versioned = bk.store.read_ledger(ledger)
-    return versioned
+    """OPEN -> IN_RECOVERY (a ledger found IN_RECOVERY or CLOSED is left as it is)."""
+    return update_ledger_metadata(bk.store, ledger, versioned, lambda md: md.state is LedgerState.OPEN,
+                                  lambda md: md.with_state(LedgerState.IN_RECOVERY), doubt_window(bk.conf))
 
 
 def _length_at(reader: LedgerReader, md: LedgerMetadata, lac: int) -> int:
@@ -80,18 +85,18 @@ def _length_at(reader: LedgerReader, md: LedgerMetadata, lac: int) -> int:
 
 def _close_recovered(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], recovered: LedgerMetadata,
                      last_entry: int, length: int) -> Versioned[LedgerMetadata]:
-    while True:
-        md = versioned.value
-        if md.is_closed:
-            if md.last_entry_id != last_entry:
-                log.warning("ledger %s was closed by another recovery at entry %d (this one found %d)",
-                            ledger, md.last_entry_id, last_entry)
-            return versioned
+    """IN_RECOVERY -> CLOSED with the fragments added while recovering; a ledger closed meanwhile by
+    another recovery keeps that recovery's answer (both found the same last entry)."""
+    def close(md: LedgerMetadata) -> LedgerMetadata:
         closed = md
         for first, bookies in recovered.ensembles:  # fragments added while recovering
             if dict(md.ensembles).get(first) != bookies:
                 closed = closed.with_ensemble(first, bookies)
-        try:
-            return bk.store.write_ledger(ledger, closed.with_state(LedgerState.CLOSED, last_entry, length), versioned.version)
-        except bke.BKMetadataVersionException:
-            versioned = bk.store.read_ledger(ledger)
+        return closed.with_state(LedgerState.CLOSED, last_entry, length)
+
+    versioned = update_ledger_metadata(bk.store, ledger, versioned, lambda md: not md.is_closed, close,
+                                       doubt_window(bk.conf))
+    if versioned.value.last_entry_id != last_entry:
+        log.warning("ledger %s was closed by another recovery at entry %d (this one found %d)",
+                    ledger, versioned.value.last_entry_id, last_entry)
+    return versioned

@@ -8,13 +8,14 @@ import uuid
 from typing import Callable, Iterator
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError, NoNodeError,
+                              OperationTimeoutError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from bookie.client.exceptions import (BKLedgerExistException, BKMetadataSerializationException,
                                       BKMetadataVersionException, BKNoSuchLedgerExistsOnMetadataServerException,
-                                      BKZKException)
+                                      BKZKConnectionLossException, BKZKException)
 from bookie.ledger_id import LedgerId
 from bookie.meta import layout as lay
 from bookie.meta import ledger_metadata as lm
@@ -74,7 +75,10 @@ class ZKMetadataStore(MetadataStore):
         return lay.ledger_path(self.root, self.manager, ledger)
 
     def _zk_error(self, what: str, exc: Exception) -> BKZKException:
-        return BKZKException(f"{what} failed on ZooKeeper {self.uri.hosts}: {type(exc).__name__} {exc}")
+        # A lost connection leaves a change in doubt (applied or not): a distinct class, so callers re-read.
+        uncertain = isinstance(exc, (ConnectionLoss, OperationTimeoutError, SessionExpiredError))
+        return (BKZKConnectionLossException if uncertain else BKZKException)(
+            f"{what} failed on ZooKeeper {self.uri.hosts}: {type(exc).__name__} {exc}")
 
     # -- cluster -------------------------------------------------------------------------------------
     def init_new_cluster(self) -> bool:
