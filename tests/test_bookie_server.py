@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from bookie.client.bookie_client import BookieClient
-from bookie.client.exceptions import BKBookieHandleNotAvailableException
+from bookie.client.exceptions import BKMessageTooLargeException
 from bookie.ledger_id import LedgerId
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto import availability, entry_format as ef, status
@@ -225,7 +225,7 @@ def test_malformed_and_oversized_requests_get_an_error_and_the_bookie_stays_up(o
     negative = client.stub.ReadEntry(pb.ReadRequest(ledgerId=-5, entryId=0), timeout=5)
     assert negative.status == status.EBADREQ
     assert client.read_entry(ledger, 0, fence=True).status == status.EBADREQ  # a fence needs the master key
-    with pytest.raises(BKBookieHandleNotAvailableException, match="RESOURCE_EXHAUSTED"):
+    with pytest.raises(BKMessageTooLargeException, match="RESOURCE_EXHAUSTED"):  # not a bookie failure
         client.add(ledger, KEY, entries(ledger, 0, 1, size=6 << 20)).result(10)
     with pytest.raises(grpc.RpcError) as err:
         client.stub.ReadEntries(pb.ReadRangeRequest(ledgerId=1, firstEntryId=0, lastEntryId=0,

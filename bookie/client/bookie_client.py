@@ -41,8 +41,8 @@ def transport_error(bookie_id: str, what: str, exc: grpc.RpcError):
         return BKTimeoutException(f"{what} on bookie {bookie_id} timed out")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (detail or ""):
         return BKMessageTooLargeException(
-            f"{what} on bookie {bookie_id}: the bookie refused a message as too large ({detail}); its "
-            "nettyMaxFrameSizeBytes is smaller than this client's: set the client's to the bookies' value")
+            f"{what} on bookie {bookie_id}: the bookie refused the message as too large ({code.name} {detail}); a "
+            "bookie takes at most its nettyMaxFrameSizeBytes a message: set the client's no higher than the bookies'")
     return BKBookieHandleNotAvailableException(f"{what} on bookie {bookie_id} failed: {code.name if code else ''} {detail}")
 
 
