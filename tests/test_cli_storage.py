@@ -29,3 +29,16 @@ def test_inspection_commands(tmp_path):
     log = bk("shell", "readlog", "0", *dirs)
     assert log.count("Lid=5,") == 3 and "Eid=2," in log
     assert bk("shell", "readlog", "0", "-e", "1", *dirs).count("Lid=") == 1
+
+
+def test_readjournal_shows_mid_journal_corruption_and_what_follows_it(tmp_path):
+    from tests.conftest import flip_byte
+    from tests.test_journal import _journal_with_groups
+
+    settings, path, ends = _journal_with_groups(tmp_path, 3)
+    flip_byte(path, ends[0] + 60, 0x04)  # inside group 2 of 3: corruption, not a torn tail
+    out = subprocess.run([sys.executable, "-m", "bookie.cli.main", "shell", "readjournal", path], capture_output=True,
+                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"CORRUPT: {path} is corrupt at byte {ends[0]}" in out.stdout
+    assert "Entry: 9" in out.stdout and "Entry: 29" in out.stdout and "Entry: 15" not in out.stdout

@@ -60,11 +60,14 @@ def run_readjournal(args, conf) -> int:
         for record in jn.iter_records(group):
             print(_describe(record) + (f"  Data: {bytes(record)!r}" if args.msg else ""))
 
-    result = jn.scan_journal(journal_dir, log_id, 0, show)
+    # Past a corrupt group too, so an operator sees what replay would refuse and what follows it.
+    result = jn.scan_journal(journal_dir, log_id, 0, show, skip_invalid=True)
+    for corruption in result.skipped:
+        print(f"CORRUPT: {corruption}")
     print(f"{result.records} records in {result.groups} groups; end at offset {result.end.offset}")
     if result.torn:
-        print(f"stopped early: {result.torn}")
-    return 0
+        print(f"stopped early (a torn tail, never acknowledged): {result.torn}")
+    return 1 if result.skipped else 0
 
 
 def run_readlog(args, conf) -> int:
