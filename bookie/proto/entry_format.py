@@ -106,6 +106,8 @@ def iter_frames(blob):
 
 _V1_FRAMED = struct.Struct(">iqqq")  # size, ledger id, entry id, lac
 _V2_FRAMED = struct.Struct(">iBqqqq")  # size, flags, scope, ledger id, entry id, lac
+_V2_VERSION_MASK = 0xF0  # the flags byte: 0x80 | version << 4 | digest type
+_V2_VERSION_BITS = V2_FLAG | (ENTRY_FORMAT_V2 << 4)
 _V1_META = struct.Struct(">qq")
 _V2_META = struct.Struct(">Bqqq")
 
@@ -164,7 +166,8 @@ def _scan_uniform(blob, ledger: LedgerId, max_entry_size: int):
     if not (rows["size"] == size).all():
         return None
     if v2:
-        ok = (rows["flags"] >= V2_FLAG).all() and (rows["scope"] == ledger.scope_id).all()
+        ok = ledger.scope_id != 0 and ((rows["flags"] & _V2_VERSION_MASK) == _V2_VERSION_BITS).all() \
+            and (rows["scope"] == ledger.scope_id).all()
     else:
         ok = ledger.scope_id == 0
     ids = rows["eid"].astype(np.int64)
@@ -190,8 +193,14 @@ def _scan_frames(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarra
         else:
             if offset + FRAME_LEN + V2_HEADER_LEN > end:
                 raise ValueError(f"frame at byte {offset} is cut short ({end - offset} bytes left)")
-            size, _, scope, lid, eid, lac = _V2_FRAMED.unpack_from(view, offset)
+            size, flags, scope, lid, eid, lac = _V2_FRAMED.unpack_from(view, offset)
             header = V2_HEADER_LEN
+            if flags & _V2_VERSION_MASK != _V2_VERSION_BITS:
+                raise ValueError(f"entry at byte {offset} has flags 0x{flags:02x}: not a V2 entry "
+                                 f"(0x{_V2_VERSION_BITS:02x} | digest type)")
+            if scope == 0:
+                raise ValueError(f"entry at byte {offset} has the V2 (BP-35) layout with scope 0: entries of "
+                                 "scope-0 ledgers use the V1 layout")
         if size < header or size > max_entry_size or offset + FRAME_LEN + size > end:
             raise ValueError(f"frame at byte {offset} has size {size} (allowed {header}..{max_entry_size}, "
                              f"{end - offset - FRAME_LEN} bytes left)")

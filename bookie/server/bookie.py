@@ -28,7 +28,8 @@ from bookie.server.exceptions import (BadRequestException, BookieException, Jour
 from bookie.server.journal import Journal, ScanResult, journal_path, list_journal_ids, scan_journal
 from bookie.server.last_log_mark import read_last_mark
 from bookie.server.ledger_dirs_monitor import LedgerDirsMonitor
-from bookie.server.ledger_storage import InterleavedLedgerStorage
+from bookie.server.index import MAX_ENTRY_ID
+from bookie.server.ledger_storage import InterleavedLedgerStorage, check_explicit_lac, check_master_key
 from bookie.server.sync_thread import SyncThread
 
 log = logging.getLogger(__name__)
@@ -248,6 +249,10 @@ class Bookie:
             ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
         except ValueError as exc:
             raise BadRequestException(f"bad add batch for ledger {ledger}: {exc}") from None
+        if int(ids.max()) > MAX_ENTRY_ID:  # the index file could not hold its location
+            raise BadRequestException(f"ledger {ledger}: entry id {int(ids.max())} refused; entry ids are 0.."
+                                      f"{MAX_ENTRY_ID} (MAX_ENTRY_ID = 2^37-1)")
+        check_master_key(ledger, master_key)
         future: Future = Future()
 
         def done(error: Exception | None) -> None:
@@ -271,6 +276,7 @@ class Bookie:
 
     def _journal_meta(self, ledger: LedgerId, master_key: bytes, record: bytes,
                       apply: Callable[[], None]) -> Future:
+        check_master_key(ledger, master_key)
         future: Future = Future()
         journal = self._journal_for(ledger)
         with self.storage.lock:
@@ -286,7 +292,10 @@ class Bookie:
         return self._journal_meta(ledger, master_key, ef.meta_record(ledger, ef.METAENTRY_ID_FENCE_KEY),
                                   lambda: self.storage.set_fenced(ledger))
 
-    def set_explicit_lac(self, ledger: LedgerId, master_key: bytes, lac_blob: bytes) -> Future:
+    def set_explicit_lac(self, ledger: LedgerId, master_key: bytes, lac_blob: bytes, lac: int | None = None) -> Future:
+        """Keep the explicit LAC blob once journaled; a blob of a wrong size or ledger, or whose LAC is not
+        the request's ``lac``, is refused before anything is journaled."""
+        check_explicit_lac(ledger, lac_blob, lac)
         record = ef.meta_record(ledger, ef.METAENTRY_ID_LEDGER_EXPLICITLAC,
                                 ef.FRAME.pack(len(lac_blob)) + bytes(lac_blob))
         return self._journal_meta(ledger, master_key, record, lambda: self.storage.set_explicit_lac(ledger, lac_blob))
@@ -300,6 +309,9 @@ class Bookie:
     # -- reads -------------------------------------------------------------------------------------
     def read_entry(self, ledger: LedgerId, entry_id: int) -> bytes:
         """The entry as stored (entry -1: the last entry this bookie has)."""
+        if entry_id < ef.INVALID_ENTRY_ID:
+            raise BadRequestException(f"ledger {ledger}: entry id {entry_id} refused (allowed: -1 for the last "
+                                      f"entry, or 0..{MAX_ENTRY_ID})")
         return self.storage.read_entry(ledger, entry_id)
 
     def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20,

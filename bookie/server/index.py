@@ -1,15 +1,18 @@
 """Index files: per ledger, entry id -> entry log location (FileInfo + IndexPersistenceMgr).
 
-Scope 0 (reference §4.2): ``<indexDir>/current/<hex((id>>8)&0xff)>/<hex(id&0xff)>/<hex(id)>.idx``.
-Other scopes (seed 04, 4 levels), kept under ``scoped/`` so the scope-0 tree stays BookKeeper's:
+Scope 0 (BookKeeper's IndexPersistenceMgr layout): ``<indexDir>/current/<hex((id>>8)&0xff)>/<hex(id&0xff)>/<hex(id)>.idx``.
+Other scopes (BP-35 ids, 4 levels), kept under ``scoped/`` so the scope-0 tree stays BookKeeper's:
 ``<indexDir>/current/scoped/<scope hi32>/<scope lo32>/<id hi32>/<id lo32>.idx`` (8 hex digits each).
 
 File layout: a 1024-byte header ``int "BKLE" | int version=1 | int keyLen | masterKey | int stateBits
 (bit 0 = fenced) | int lacLen | explicitLac``, then 8 bytes per entry at ``1024 + entryId * 8``
-(big-endian location, 0 = absent).
+(big-endian location, 0 = absent). The files are sparse: entry ids far apart leave holes, which
+readers skip with SEEK_DATA/SEEK_HOLE (FileInfo.next_data) instead of reading them. Entry ids stop at
+MAX_ENTRY_ID and master keys at MAX_MASTER_KEY_LENGTH, so every header and slot can be written.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -27,6 +30,16 @@ INDEX_HEADER_SIZE = 1024
 INDEX_HEADER_VERSION = 1
 STATE_FENCED_BIT = 0x1
 LOCATION_DTYPE = np.dtype(">i8")
+# The largest entry id an index file represents: its location slot ends 1 TiB into the (sparse) file,
+# well under ext4's 16 TiB file size limit (4 KiB blocks), and 1.4e11 entries are more than any ledger
+# holds. Adds past it are refused (EBADREQ); reads past it are "no such entry".
+MAX_ENTRY_ID = 2 ** 37 - 1
+# The explicit LAC blob (DigestManager.build_lac): ledgerId | lac | digest, the digest 0, 4, 8 or 20 bytes.
+LAC_METADATA_LENGTH = 16
+EXPLICIT_LAC_LENGTHS = (16, 20, 24, 36)
+_HEADER_FIXED = 20  # magic, version, keyLen, stateBits, lacLen
+# The longest master key that still fits the header next to the largest explicit LAC (BookKeeper's is 20).
+MAX_MASTER_KEY_LENGTH = INDEX_HEADER_SIZE - _HEADER_FIXED - max(EXPLICIT_LAC_LENGTHS)
 
 
 class IndexCorruptedError(Exception):
@@ -91,6 +104,27 @@ class FileInfo:
         n = len(data) // 8
         out[:n] = np.frombuffer(data, dtype=LOCATION_DTYPE, count=n)
         return out
+
+    def next_data(self, pos: int) -> int | None:
+        """The first byte at or after ``pos`` in a data region of the file (None: only holes follow).
+
+        Index files are sparse (a slot at 1024 + entryId * 8), so SEEK_DATA finds what is written without
+        reading the holes. A file system without SEEK_DATA reports the whole file as data: still correct.
+        """
+        try:
+            return os.lseek(self.fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return None
+            raise
+
+    def data_extents(self) -> list[tuple[int, int]]:
+        """The file's data regions past the header, as (start, end) byte offsets."""
+        extents, pos = [], INDEX_HEADER_SIZE
+        while (start := self.next_data(pos)) is not None:
+            pos = os.lseek(self.fd, start, os.SEEK_HOLE)
+            extents.append((start, pos))
+        return extents
 
     def write_slots(self, first: int, locations: np.ndarray) -> None:
         data = locations.astype(LOCATION_DTYPE).tobytes()

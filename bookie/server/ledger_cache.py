@@ -7,6 +7,7 @@ more than ``pageLimit`` pages. Before any page is written, the entry logs are fl
 """
 from __future__ import annotations
 
+import bisect
 import logging
 from collections import OrderedDict
 from typing import Callable
@@ -14,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from bookie.ledger_id import LedgerId
-from bookie.server.index import IndexHeader, IndexPersistenceMgr
+from bookie.server.index import INDEX_HEADER_SIZE, IndexHeader, IndexPersistenceMgr
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +32,14 @@ class LedgerCache:
         self._before_write = before_write
         self._header_for = header_for
         self._pages: OrderedDict[PageKey, np.ndarray] = OrderedDict()
+        self._cached: dict[LedgerId, list[int]] = {}  # per ledger, the numbers of its cached pages, sorted
         self._dirty: set[PageKey] = set()
         self.pages_written = 0
+        self.pages_loaded = 0  # pages read from an index file or created: what a lookup cost
 
     # -- pages -------------------------------------------------------------------------------------
     def _page(self, ledger: LedgerId, page_no: int) -> np.ndarray:
+        """The page, loaded (or created empty) if it is not cached."""
         key = (ledger, page_no)
         page = self._pages.get(key)
         if page is not None:
@@ -46,10 +50,60 @@ class LedgerCache:
             page = np.zeros(self.entries_per_page, dtype=np.int64)
         else:
             page = info.read_slots(page_no * self.entries_per_page, self.entries_per_page)
+        self._insert(key, page)
+        return page
+
+    def _insert(self, key: PageKey, page: np.ndarray) -> None:
         self._pages[key] = page
+        bisect.insort(self._cached.setdefault(key[0], []), key[1])
+        self.pages_loaded += 1
         if len(self._pages) > self.page_limit:
             self._evict()
-        return page
+
+    def _stored_page(self, ledger: LedgerId, page_no: int) -> np.ndarray | None:
+        """The page if it may hold locations (cached, or in a data region of the index file); None if it
+        is a hole: nothing is loaded for it."""
+        page = self._pages.get((ledger, page_no))
+        if page is not None:
+            self._pages.move_to_end((ledger, page_no))
+            return page
+        info = self.index.find(ledger)
+        if info is None:
+            return None
+        start = self._page_offset(page_no)
+        data = info.next_data(start)
+        if data is None or data >= start + self.entries_per_page * 8:
+            return None
+        return self._page(ledger, page_no)
+
+    def _page_offset(self, page_no: int) -> int:
+        return INDEX_HEADER_SIZE + page_no * self.entries_per_page * 8
+
+    def next_stored_page(self, ledger: LedgerId, page_no: int) -> int | None:
+        """The first page from ``page_no`` on that holds a location, or None. Costs the cached pages of
+        the ledger and the data regions of its index file that it passes, never the holes between."""
+        pages = self._cached.get(ledger, [])
+        cached = None
+        i = bisect.bisect_left(pages, page_no)
+        while i < len(pages):
+            if self._pages[(ledger, pages[i])].any():
+                cached = pages[i]
+                break
+            i += 1
+        info = self.index.find(ledger)
+        pos = self._page_offset(page_no)
+        while info is not None and (data := info.next_data(pos)) is not None:
+            p = (data - INDEX_HEADER_SIZE) // (self.entries_per_page * 8)
+            if cached is not None and p >= cached:
+                break
+            if (ledger, p) not in self._pages:  # a cached page is newer than the file: judged above
+                page = info.read_slots(p * self.entries_per_page, self.entries_per_page)
+                if page.any():
+                    self._insert((ledger, p), page)
+                    return p
+                self.pages_loaded += 1
+            pos = self._page_offset(p + 1)
+        return cached
 
     def _evict(self) -> None:
         """Over the limit: write every dirty page (one entry-log flush, one fsync per file), drop the oldest."""
@@ -57,7 +111,14 @@ class LedgerCache:
             self.flush()
         target = max(1, self.page_limit * 3 // 4)  # the page just loaded (newest) always stays
         while len(self._pages) > target:
-            self._pages.popitem(last=False)
+            (ledger, page_no), _ = self._pages.popitem(last=False)
+            self._forget(ledger, page_no)
+
+    def _forget(self, ledger: LedgerId, page_no: int) -> None:
+        pages = self._cached[ledger]
+        del pages[bisect.bisect_left(pages, page_no)]
+        if not pages:
+            del self._cached[ledger]
 
     # -- locations ---------------------------------------------------------------------------------
     def put(self, ledger: LedgerId, entry_ids: np.ndarray, locations: np.ndarray) -> None:
@@ -80,29 +141,53 @@ class LedgerCache:
 
     def get(self, ledger: LedgerId, entry_id: int) -> int:
         page_no = entry_id // self.entries_per_page
-        return int(self._page(ledger, page_no)[entry_id - page_no * self.entries_per_page])
+        page = self._stored_page(ledger, page_no)
+        return 0 if page is None else int(page[entry_id - page_no * self.entries_per_page])
+
+    def get_strided(self, ledger: LedgerId, first: int, last: int, step: int = 1) -> np.ndarray:
+        """Locations of entries ``first, first + step, ...`` up to ``last`` (0 = absent). Only pages that
+        hold something are loaded: one probe per page the ids fall on, nothing for the holes."""
+        per = self.entries_per_page
+        n = (last - first) // step + 1
+        out = np.zeros(n, dtype=np.int64)
+        k = 0
+        while k < n:
+            eid = first + k * step
+            page_no = eid // per
+            m = min(n - k, (page_no * per + per - 1 - eid) // step + 1)  # wanted ids on this page
+            page = self._stored_page(ledger, page_no)
+            if page is not None:
+                lo = eid - page_no * per
+                out[k: k + m] = page[lo: lo + (m - 1) * step + 1: step]
+            k += m
+        return out
 
     def get_range(self, ledger: LedgerId, first: int, last: int) -> np.ndarray:
+        return self.get_strided(ledger, first, last, 1)
+
+    def stored_ids(self, ledger: LedgerId, last: int) -> np.ndarray:
+        """Ids up to ``last`` with a location: the pages that hold something are visited, nothing else."""
         per = self.entries_per_page
         parts = []
-        for page_no in range(first // per, last // per + 1):
-            lo = max(first, page_no * per) - page_no * per
-            hi = min(last, page_no * per + per - 1) - page_no * per
-            parts.append(self._page(ledger, page_no)[lo: hi + 1])
-        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        page_no = self.next_stored_page(ledger, 0)
+        while page_no is not None and page_no * per <= last:
+            parts.append(np.flatnonzero(self._page(ledger, page_no)) + page_no * per)
+            page_no = self.next_stored_page(ledger, page_no + 1)
+        ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return ids[ids <= last]
 
     def last_entry_on_disk(self, ledger: LedgerId) -> int:
-        """Highest entry id with a location in the index file (-1 if none)."""
+        """Highest entry id with a location in the index file (-1 if none); reads only its data regions."""
         info = self.index.find(ledger)
         if info is None:
             return -1
         per = self.entries_per_page
-        slots = info.entry_slots()
-        for page_no in range((slots - 1) // per, -1, -1):
-            page = info.read_slots(page_no * per, per)
-            nonzero = np.flatnonzero(page)
-            if len(nonzero):
-                return page_no * per + int(nonzero[-1])
+        for start, end in reversed(info.data_extents()):
+            first_page = (start - INDEX_HEADER_SIZE) // (per * 8)
+            for page_no in range((end - 1 - INDEX_HEADER_SIZE) // (per * 8), first_page - 1, -1):
+                nonzero = np.flatnonzero(info.read_slots(page_no * per, per))
+                if len(nonzero):
+                    return page_no * per + int(nonzero[-1])
         return -1
 
     # -- persistence -------------------------------------------------------------------------------
@@ -135,6 +220,6 @@ class LedgerCache:
         return written
 
     def drop(self, ledger: LedgerId) -> None:
-        for key in [k for k in self._pages if k[0] == ledger]:
-            del self._pages[key]
-            self._dirty.discard(key)
+        for page_no in self._cached.pop(ledger, []):
+            del self._pages[(ledger, page_no)]
+            self._dirty.discard((ledger, page_no))

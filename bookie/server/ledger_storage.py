@@ -17,9 +17,10 @@ import numpy as np
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format as ef
 from bookie.server.entry_logger import EntryLogCorruptedError, EntryLogger
-from bookie.server.exceptions import (EntryCorruptedException, NoEntryException, NoLedgerException,
-                                      UnauthorizedAccessException)
-from bookie.server.index import IndexHeader, IndexPersistenceMgr
+from bookie.server.exceptions import (BadRequestException, EntryCorruptedException, NoEntryException,
+                                      NoLedgerException, UnauthorizedAccessException)
+from bookie.server.index import (EXPLICIT_LAC_LENGTHS, LAC_METADATA_LENGTH, MAX_ENTRY_ID, MAX_MASTER_KEY_LENGTH,
+                                 IndexHeader, IndexPersistenceMgr)
 from bookie.server.ledger_cache import LedgerCache
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,34 @@ log = logging.getLogger(__name__)
 _OFFSET_MASK = 0xFFFFFFFF
 MAX_READ_GAP = 1 << 20  # records further apart than this in a log are read separately
 READ_WINDOW = 8192  # wanted entry ids looked up in the index at a time by a range read
+_LAC_BLOB = struct.Struct(">qq")
+
+
+def check_master_key(ledger: LedgerId, master_key: bytes) -> None:
+    """A master key must fit the index header next to any explicit LAC (BookKeeper's is a 20-byte SHA-1)."""
+    if len(master_key) > MAX_MASTER_KEY_LENGTH:
+        raise BadRequestException(f"ledger {ledger}: master key of {len(master_key)} bytes refused; a master key "
+                                  f"has at most {MAX_MASTER_KEY_LENGTH} bytes (BookKeeper's is 20)")
+
+
+def check_explicit_lac(ledger: LedgerId, lac_blob: bytes, lac: int | None = None) -> int:
+    """Validate an explicit LAC blob (ledgerId | lac | digest) and return its LAC.
+
+    A bookie does not know the ledger's digest type, so every digest's size is allowed; the blob must
+    name this ledger and, when the request states it, the same LAC.
+    """
+    if len(lac_blob) not in EXPLICIT_LAC_LENGTHS:
+        allowed = ", ".join(map(str, EXPLICIT_LAC_LENGTHS[:-1])) + f" or {EXPLICIT_LAC_LENGTHS[-1]}"
+        raise BadRequestException(f"ledger {ledger}: explicit LAC blob of {len(lac_blob)} bytes refused; it is "
+                                  f"{LAC_METADATA_LENGTH} bytes (ledgerId, lac) plus the digest: {allowed} bytes")
+    blob_ledger, blob_lac = _LAC_BLOB.unpack_from(lac_blob, 0)
+    if blob_ledger != ledger.ledger_id:
+        raise BadRequestException(f"ledger {ledger}: explicit LAC blob names ledger {blob_ledger}")
+    if lac is not None and blob_lac != lac:
+        raise BadRequestException(f"ledger {ledger}: request says LAC {lac} but its blob says {blob_lac}")
+    if blob_lac < ef.INVALID_ENTRY_ID:
+        raise BadRequestException(f"ledger {ledger}: explicit LAC {blob_lac} refused (allowed: -1 or an entry id)")
+    return blob_lac
 
 
 @dataclass
@@ -113,21 +142,22 @@ class InterleavedLedgerStorage:
             state.header_dirty = True
 
     def set_explicit_lac(self, ledger: LedgerId, lac_blob: bytes) -> None:
-        """Keep the explicit LAC blob (ledgerId | lac | digest); its LAC also raises the ledger's LAC."""
+        """Keep the explicit LAC blob (ledgerId | lac | digest); its LAC also raises the ledger's LAC.
+        Only a blob of a valid size reaches the index header (check_explicit_lac)."""
+        lac = check_explicit_lac(ledger, lac_blob)
         with self.lock:
             state = self.require(ledger)
             state.explicit_lac = bytes(lac_blob)
             state.header_dirty = True
-            if len(lac_blob) >= 16:
-                state.raise_lac(struct.unpack_from(">q", lac_blob, 8)[0])
+            state.raise_lac(lac)
 
     def stored_entry_ids(self, ledger: LedgerId) -> np.ndarray:
-        """Ids of the entries of ``ledger`` this bookie stores."""
+        """Ids of the entries of ``ledger`` this bookie stores (costs the index pages that hold some)."""
         with self.lock:
             last = self.require(ledger).last_entry_id
             if last < 0:
                 return np.zeros(0, dtype=np.int64)
-            return np.flatnonzero(self.cache.get_range(ledger, 0, last))
+            return self.cache.stored_ids(ledger, last)
 
     # -- entries -----------------------------------------------------------------------------------
     def add_framed(self, ledger: LedgerId, state: LedgerState, blob, entry_ids: np.ndarray,
@@ -149,8 +179,9 @@ class InterleavedLedgerStorage:
                 entry_id = state.last_entry_id
                 if entry_id < 0:
                     raise NoEntryException(f"ledger {ledger} has no entries on this bookie")
-            if entry_id < 0:
-                raise NoEntryException(f"ledger {ledger}: entry {entry_id} is not an entry id")
+            if entry_id < 0 or entry_id > MAX_ENTRY_ID:
+                raise NoEntryException(f"ledger {ledger}: entry {entry_id} is not an entry id a bookie stores "
+                                       f"(0..{MAX_ENTRY_ID})")
             loc = self.cache.get(ledger, entry_id)
             if loc == 0:
                 raise NoEntryException(f"ledger {ledger}: entry {entry_id} is not stored on this bookie")
@@ -170,31 +201,39 @@ class InterleavedLedgerStorage:
         entry id covered): ids up to the covered one that are not in the buffers are not stored here
         (striping leaves gaps by design; nothing is stored past the bookie's last entry). The range is
         looked up READ_WINDOW wanted ids at a time, so a message costs what it sends, not what is left
-        of the range.
+        of the range; after a window with nothing in it the read jumps to the next index page that holds
+        something, so holes between far-apart ids cost nothing.
         """
         with self.lock:
             stored_last = min(last, self.require(ledger).last_entry_id)
-        step = READ_WINDOW * max(stride, 1)
+        step = max(stride, 1)
+        per = self.cache.entries_per_page
         parts: list = []
         count = total = 0
-        for lo in range(first, stored_last + 1, step):
-            hi = min(stored_last, lo + step - 1)
-            window_count, window_bytes, covered = self._read_window(ledger, lo, hi, max_bytes - total, stride,
-                                                                    offset, parts)
+        lo = _first_wanted(first, step, offset)
+        while lo <= stored_last:
+            hi = min(stored_last, lo + READ_WINDOW * step - 1)
+            window_count, window_bytes, covered = self._read_window(ledger, lo, hi, max_bytes - total, step, parts)
             count += window_count
             total += window_bytes
             if covered < hi or total >= max_bytes:
                 return parts, count, covered
+            if window_count:
+                lo = _first_wanted(hi + 1, step, offset)
+                continue
+            with self.lock:
+                page_no = self.cache.next_stored_page(ledger, (hi + 1) // per)
+            if page_no is None:
+                break
+            lo = _first_wanted(max(hi + 1, page_no * per), step, offset)
         return parts, count, last  # nothing is stored past the bookie's last entry
 
-    def _read_window(self, ledger: LedgerId, first: int, last: int, budget: int, stride: int, offset: int,
+    def _read_window(self, ledger: LedgerId, first: int, last: int, budget: int, step: int,
                      parts: list) -> tuple[int, int, int]:
-        """Append the framed entries stored in ``[first, last]`` (up to ``budget`` bytes) to ``parts``;
-        returns (entries, bytes, last entry id covered)."""
+        """Append the framed entries stored at ids ``first, first + step, ...`` up to ``last`` (up to
+        ``budget`` bytes) to ``parts``; returns (entries, bytes, last entry id covered)."""
         with self.lock:
-            locs = self.cache.get_range(ledger, first, last)
-        if stride > 1:
-            locs[(np.arange(first, last + 1) % stride) != offset] = 0
+            locs = self.cache.get_strided(ledger, first, last, step)
         present = np.flatnonzero(locs)
         if not len(present):
             return 0, 0, last
@@ -210,7 +249,7 @@ class InterleavedLedgerStorage:
             full = len(run)
             cut = max(1, int(np.searchsorted(run_offsets - run_offsets[0], budget - total, side="right")))
             run, run_offsets = run[:cut], run_offsets[:cut]
-            ids = present[run] + first
+            ids = present[run] * step + first
             run_parts, n, nbytes = self._read_run(ledger, int(log_ids[run[0]]), ids, run_offsets, budget - total)
             parts += run_parts
             count += n
@@ -278,6 +317,11 @@ class InterleavedLedgerStorage:
             self.flush()
             self.entry_logger.shutdown()
             self.index.close()
+
+
+def _first_wanted(entry_id: int, step: int, offset: int) -> int:
+    """The first id from ``entry_id`` on with ``id % step == offset`` (every id when step is 1)."""
+    return entry_id + (offset - entry_id) % step if step > 1 else entry_id
 
 
 def _frames_of(span: bytes, rel: np.ndarray, sizes: np.ndarray) -> list:
