@@ -55,8 +55,11 @@ class BookieServer:
         if self.server.add_insecure_port(f"127.0.0.1:{port}") != port:
             raise OSError(f"cannot listen on 127.0.0.1:{port}")
         await self.server.start()
-        self._register(self.bookie.read_only)
+        # Registration may wait for the node of our previous, SIGKILLed process to expire (up to two
+        # session timeouts): a thread waits, so the event loop serves requests meanwhile. Listening comes
+        # first, so the bookie is never registered as available before it can serve.
         self.bookie.add_state_listener(self._register)
+        await asyncio.get_running_loop().run_in_executor(None, lambda: self._register(self.bookie.read_only))
         # What start-up built lives as long as the process: take it out of the cyclic GC's full
         # collections, which the read path's allocations otherwise trigger over and over.
         gc.collect()

@@ -5,14 +5,20 @@ handed to the engine at once and answered when its journal group is fsynced, so 
 stream are in flight together. A stream's unacknowledged bytes are bounded (MAX_STREAM_INFLIGHT): past
 that the bookie stops reading the stream and gRPC flow control holds the client back. A full
 journal queue is answered ETOOMANYREQUESTS. Reads run in a thread pool.
+
+Bad input is answered, never a traceback: bytes that do not parse as the method's message get
+INVALID_ARGUMENT at the transport (one log line), and ids, ranges and integers out of range get
+EBADREQ naming what was wrong and what is allowed.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
@@ -23,12 +29,14 @@ from bookie.proto import status
 from bookie.proto.read_range import encode_read_range_response
 from bookie.server.bookie import Bookie
 from bookie.server.exceptions import BadRequestException, BookieException, NoEntryException
+from bookie.server.index import MAX_ENTRY_ID
 
 log = logging.getLogger(__name__)
 
 MAX_STREAM_INFLIGHT = 64 << 20
 DEFAULT_RANGE_MESSAGE_BYTES = 4 << 20
 DEFERRED_SYNC = 0x1
+MAX_LONG_POLL_TIMEOUT_MS = 2 ** 31 - 1  # a Java int of milliseconds (~24.8 days)
 _END = object()
 
 
@@ -42,6 +50,9 @@ def _ledger(request) -> LedgerId:
 def _failure(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, BookieException):
         return exc.status, str(exc)
+    if isinstance(exc, (OverflowError, ValueError)):  # an integer of the request out of range: its sender's fault
+        log.warning("bad request refused: %s: %s", type(exc).__name__, exc)
+        return status.EBADREQ, f"bad request: {exc}"
     log.exception("request failed", exc_info=exc)
     return status.EIO, f"{type(exc).__name__}: {exc}"
 
@@ -56,7 +67,7 @@ class BookieServicer(pb_grpc.BookieServicer):
         responses: asyncio.Queue = asyncio.Queue()
         room = asyncio.Event()
         room.set()
-        state = {"inflight": 0, "pending": 0, "done": False}
+        state = {"inflight": 0, "pending": 0, "done": False, "malformed": None}
 
         def finished(request: pb.AddRequest, size: int, future: asyncio.Future) -> None:
             state["inflight"] -= size
@@ -77,6 +88,9 @@ class BookieServicer(pb_grpc.BookieServicer):
         async def read_requests() -> None:
             try:
                 async for request in request_iterator:
+                    if type(request) is MalformedRequest:  # the adds before it are still answered
+                        state["malformed"] = request.refused()
+                        break
                     await room.wait()
                     data = request.entries  # each access copies the bytes out of the message: once
                     try:
@@ -111,6 +125,8 @@ class BookieServicer(pb_grpc.BookieServicer):
                     batch.pop()
                 if batch:
                     yield pb.AddResponses(responses=batch)
+            if state["malformed"]:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, state["malformed"])
         finally:
             reader.cancel()
 
@@ -150,6 +166,11 @@ class BookieServicer(pb_grpc.BookieServicer):
         if piggyback and request.entryId != -1:
             raise BadRequestException("ENTRY_PIGGYBACK long poll needs entryId -1")
         previous = request.previousLAC
+        if not ef.INVALID_ENTRY_ID <= previous <= MAX_ENTRY_ID:
+            raise BadRequestException(f"long poll previousLAC {previous} refused (allowed: -1..{MAX_ENTRY_ID})")
+        if not 0 <= request.timeOut <= MAX_LONG_POLL_TIMEOUT_MS:
+            raise BadRequestException(f"long poll timeOut {request.timeOut} ms refused (allowed: 0.."
+                                      f"{MAX_LONG_POLL_TIMEOUT_MS} ms)")
         if self.bookie.last_add_confirmed(ledger) <= previous:
             woke = asyncio.Event()
             loop = asyncio.get_running_loop()
@@ -179,9 +200,14 @@ class BookieServicer(pb_grpc.BookieServicer):
         try:
             ledger = _ledger(request)
             if first < 0 or last < first:
-                raise BadRequestException(f"bad range {first}..{last} of ledger {ledger}")
+                raise BadRequestException(f"bad range {first}..{last} of ledger {ledger}: entry ids are 0.."
+                                          f"{MAX_ENTRY_ID} and firstEntryId <= lastEntryId")
             if request.stride < 0 or (request.stride and not 0 <= request.offset < request.stride):
-                raise BadRequestException(f"bad stride {request.stride} / offset {request.offset}")
+                raise BadRequestException(f"bad stride {request.stride} / offset {request.offset}: stride >= 0, "
+                                          "and with a stride 0 <= offset < stride")
+            if budget < 0:
+                raise BadRequestException(f"maxBytesPerMessage {budget} refused (allowed: 0 for the bookie's "
+                                          "default, or a positive number of bytes)")
 
             def read(start: int) -> asyncio.Future:
                 return asyncio.ensure_future(self._run(self._range_message, ledger, start, last, budget,
@@ -203,7 +229,9 @@ class BookieServicer(pb_grpc.BookieServicer):
                 pending.add_done_callback(lambda f: f.cancelled() or f.exception())  # nor for its error
         except Exception as exc:
             code, message = _failure(exc)
-            yield pb.ReadRangeResponse(status=code, message=message, lastEntryIdCovered=first - 1).SerializeToString()
+            # nothing covered: the id before the range, or -1 for a range that starts below 0
+            yield pb.ReadRangeResponse(status=code, message=message,
+                                       lastEntryIdCovered=max(first - 1, -1)).SerializeToString()
 
     def _range_message(self, ledger: LedgerId, first: int, last: int, budget: int, stride: int,
                        offset: int) -> tuple[bytes, int]:
@@ -215,7 +243,8 @@ class BookieServicer(pb_grpc.BookieServicer):
     async def WriteLac(self, request: pb.WriteLacRequest, context) -> pb.WriteLacResponse:
         response = pb.WriteLacResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
         try:
-            await asyncio.wrap_future(self.bookie.set_explicit_lac(_ledger(request), request.masterKey, request.body))
+            await asyncio.wrap_future(self.bookie.set_explicit_lac(_ledger(request), request.masterKey, request.body,
+                                                                     request.lac))
             response.status = status.EOK
         except Exception as exc:
             response.status, response.message = _failure(exc)
@@ -271,9 +300,53 @@ class BookieServicer(pb_grpc.BookieServicer):
 PRE_SERIALIZED = {"ReadEntries"}
 
 
+@dataclass(frozen=True, slots=True)
+class MalformedRequest:
+    """What the deserializer hands over for bytes that are not the method's message (no exception, so
+    gRPC logs no traceback); the handler refuses it with INVALID_ARGUMENT."""
+
+    method: str
+    size: int
+    error: str
+
+    def refused(self) -> str:
+        """Log the refusal (one line) and return the message for the client."""
+        log.warning("malformed %s request of %d bytes refused: %s", self.method, self.size, self.error)
+        return f"malformed {self.method} request ({self.size} bytes): {self.error}"
+
+
+def _deserializer(method: str, request_class):
+    parse = request_class.FromString
+
+    def deserialize(data: bytes):
+        try:
+            return parse(data)
+        except DecodeError as exc:
+            return MalformedRequest(method, len(data), str(exc))
+    return deserialize
+
+
+def _guarded(handler, server_streaming: bool):
+    """``handler`` for a single request, refusing a MalformedRequest first."""
+    if server_streaming:
+        async def streaming(request, context):
+            if type(request) is MalformedRequest:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.refused())
+            async for response in handler(request, context):
+                yield response
+        return streaming
+
+    async def unary(request, context):
+        if type(request) is MalformedRequest:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.refused())
+        return await handler(request, context)
+    return unary
+
+
 def add_to_server(servicer: BookieServicer, server) -> None:
     """Register ``servicer`` like the generated ``add_BookieServicer_to_server``, except that the
-    methods in PRE_SERIALIZED have no response serializer: their bytes go out as they are."""
+    methods in PRE_SERIALIZED have no response serializer (their bytes go out as they are) and bytes
+    that do not parse are refused with INVALID_ARGUMENT (MalformedRequest) instead of a traceback."""
     service = pb.DESCRIPTOR.services_by_name["Bookie"]
     handlers = {}
     for method in service.methods:
@@ -281,7 +354,10 @@ def add_to_server(servicer: BookieServicer, server) -> None:
                              f"{'stream' if method.server_streaming else 'unary'}_rpc_method_handler")
         request_class = getattr(pb, method.input_type.name)
         response_class = getattr(pb, method.output_type.name)
+        handler = getattr(servicer, method.name)
+        if not method.client_streaming:  # a client stream's messages are checked by its handler
+            handler = _guarded(handler, method.server_streaming)
         handlers[method.name] = make(
-            getattr(servicer, method.name), request_deserializer=request_class.FromString,
+            handler, request_deserializer=_deserializer(method.name, request_class),
             response_serializer=None if method.name in PRE_SERIALIZED else response_class.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
