@@ -201,3 +201,38 @@ def test_bookie_whose_journal_fsync_fails_acknowledges_nothing_more_and_exits(cl
             assert digest.verify(response.body, eid)[1].tobytes() == payload(eid)
     finally:
         client.close()
+
+
+# -- records an older bookie journaled before the checks at the door --------------------------------
+def test_replay_drops_records_that_could_stop_a_checkpoint(tmp_path, make_bookie, caplog):
+    """A journal written before explicit LAC blobs, master keys and entry ids were checked may hold
+    records no index can take; replay drops them with an error, and the bookie checkpoints and
+    restarts with everything else."""
+    from bookie.proto import entry_format as ef
+    from bookie.server import ServerConfiguration
+    from bookie.server.bookie import _key_record
+
+    settings = engine_settings(tmp_path)
+    make_bookie().shutdown()  # a formatted bookie (cookies), cleanly stopped
+    journal = jn.Journal(settings["journalDirectories"], ServerConfiguration(settings))
+    journal.start()  # a newer journal file, as the older bookie left it
+    bad_lac, bad_key, far = LedgerId(0, 777777), LedgerId(0, 888888), LedgerId(0, 999999)
+    records = [_key_record(LEDGER, KEY), _batch(0, 5),
+               _key_record(bad_lac, KEY), ef.meta_record(bad_lac, ef.METAENTRY_ID_LEDGER_EXPLICITLAC,
+                                                         ef.FRAME.pack(2000) + os.urandom(2000)),
+               _key_record(bad_key, b"k" * 5000),
+               _key_record(far, KEY), _batch(2 ** 62, 1, far)]
+    done = [threading.Event() for _ in records]
+    for record, event in zip(records, done):
+        journal.log(record, lambda error, e=event: e.set())
+    assert all(event.wait(60) for event in done)
+    journal.shutdown()  # no checkpoint: everything is replayed from the journal
+    with caplog.at_level(logging.ERROR):
+        bookie = make_bookie()
+    assert _entries_present(bookie) == list(range(5))
+    bookie.checkpoint()
+    assert bookie.storage.state(bad_key) is None
+    with pytest.raises(Exception, match="no explicit LAC"):
+        bookie.explicit_lac(bad_lac)
+    dropped = " ".join(r.message for r in caplog.records if r.levelno >= logging.ERROR)
+    assert "777777" in dropped and "888888" in dropped and "999999" in dropped

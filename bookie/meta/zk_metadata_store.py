@@ -256,6 +256,14 @@ class ZKMetadataStore(MetadataStore):
             log.info("waiting for the stale registration %s to expire", path)
             time.sleep(0.2)
 
+    def registration_session(self, bookie_id: str) -> int | None:
+        """The ZooKeeper session that holds the bookie's registration (rw or ro), None if unregistered."""
+        for read_only in (False, True):
+            stat = self.zk.exists(self._bookie_path(bookie_id, read_only))
+            if stat is not None:
+                return stat.ephemeralOwner
+        return None
+
     def unregister_bookie(self, bookie_id: str, read_only: bool) -> None:
         with self._lock:
             self._registrations.pop((bookie_id, read_only), None)

@@ -198,19 +198,30 @@ class Bookie:
                 log.debug("replay: skipping entries of ledger %s, which has no master key here (deleted)", ledger)
             return
         ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
+        if int(ids.max()) > MAX_ENTRY_ID:  # journaled by a bookie that did not check ids yet
+            log.error("replay: entries %d..%d of ledger %s dropped: ids past MAX_ENTRY_ID %d cannot be indexed",
+                      int(ids.min()), int(ids.max()), ledger, MAX_ENTRY_ID)
+            return
         self.storage.add_framed(ledger, state, bytes(blob), ids, offsets, max_lac)
 
     def _replay_meta(self, ledger: LedgerId, meta_id: int, body: memoryview) -> None:
-        if meta_id == ef.METAENTRY_ID_LEDGER_KEY:
-            (key_len,) = ef.FRAME.unpack_from(body, 0)
-            self.storage.get_or_create(ledger, bytes(body[4: 4 + key_len]))
-        elif meta_id == ef.METAENTRY_ID_FENCE_KEY:
-            if self.storage.state(ledger) is not None:
-                self.storage.set_fenced(ledger)
-        elif meta_id == ef.METAENTRY_ID_LEDGER_EXPLICITLAC:
-            (lac_len,) = ef.FRAME.unpack_from(body, 0)
-            if self.storage.state(ledger) is not None:
-                self.storage.set_explicit_lac(ledger, bytes(body[4: 4 + lac_len]))
+        # Records that today's checks refuse at the door can still sit in a journal written by an older
+        # bookie: they are dropped with an error, so they cannot stop a checkpoint or a restart.
+        try:
+            if meta_id == ef.METAENTRY_ID_LEDGER_KEY:
+                (key_len,) = ef.FRAME.unpack_from(body, 0)
+                master_key = bytes(body[4: 4 + key_len])
+                check_master_key(ledger, master_key)
+                self.storage.get_or_create(ledger, master_key)
+            elif meta_id == ef.METAENTRY_ID_FENCE_KEY:
+                if self.storage.state(ledger) is not None:
+                    self.storage.set_fenced(ledger)
+            elif meta_id == ef.METAENTRY_ID_LEDGER_EXPLICITLAC:
+                (lac_len,) = ef.FRAME.unpack_from(body, 0)
+                if self.storage.state(ledger) is not None:
+                    self.storage.set_explicit_lac(ledger, bytes(body[4: 4 + lac_len]))
+        except BadRequestException as exc:
+            log.error("replay: journal record of ledger %s dropped: %s", ledger, str(exc))  # no traceback: it pins the mmap
 
     # -- read-only ---------------------------------------------------------------------------------
     @property

@@ -30,6 +30,7 @@ class LocalBookie:
     directory: str
     proc: subprocess.Popen | None = None
     settings: dict = field(default_factory=dict)
+    stale_session: int | None = None  # the session of a registration left by a killed process
 
     @property
     def bookie_id(self) -> str:
@@ -100,6 +101,10 @@ class LocalBookKeeper:
                   "metadataServiceUri": self.metadata_service_uri}
         with open(bookie.conf_path, "w") as f:
             f.writelines(f"{k}={','.join(v) if isinstance(v, list) else v}\n" for k, v in values.items())
+        with ZKMetadataStore(self.metadata_service_uri) as store:
+            # After a SIGKILL the old process's registration lingers until its session expires: the
+            # restart counts as registered only once a new session holds the node.
+            bookie.stale_session = store.registration_session(bookie.bookie_id)
         with open(bookie.log_path, "ab") as log:
             bookie.proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "bookie", "--conf", bookie.conf_path],
                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -116,7 +121,8 @@ class LocalBookKeeper:
                 if bookie.proc.poll() is not None:
                     raise RuntimeError(f"bookie {bookie.bookie_id} exited with code {bookie.proc.returncode}:\n"
                                        f"{tail(bookie.log_path)}")
-                if bookie.bookie_id in store.bookies() + store.bookies(read_only=True):
+                session = store.registration_session(bookie.bookie_id)
+                if session is not None and session != bookie.stale_session:
                     return
                 time.sleep(0.05)
         raise RuntimeError(f"bookie {bookie.bookie_id} did not register within {timeout:.0f} s:\n{tail(bookie.log_path)}")
