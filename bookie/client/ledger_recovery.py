@@ -48,7 +48,12 @@ def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password
             # never had these entries.
             payloads, at_end = reader.recovery_scan(md, next_id, SCAN_BATCH)
             if payloads:
-                handle.append_batch(payloads)
+                try:
+                    handle.append_batch(payloads)
+                except bke.BKException:
+                    if handle.error is None:
+                        raise
+                    break  # re-replication failed: reported below, with what the ledger needs
             next_id += len(payloads)
             if at_end:
                 break
@@ -56,7 +61,7 @@ def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password
         error = handle.error
         if error is not None:
             raise bke.BKLedgerRecoveryException(
-                f"recovery of ledger {ledger} could not re-replicate entries {lac + 1}..{next_id - 1}: {error}. "
+                f"recovery of ledger {ledger} could not re-replicate the entries after {lac}: {error}. "
                 f"The ledger stays IN_RECOVERY; entries 0..{lac} can be read with recovery=False meanwhile, "
                 "and opening it again recovers it once enough bookies are writable")
     finally:
