@@ -4,29 +4,88 @@
 
     {"ledgers": [{"ledger": 12, "scope": 0, "entries": 100, "bytes": 102400,
                   "writer": "9f1c...", "batch": 3}, ...],
-     "commits": {"<writer id>": <last committed batch id>}}
+     "commits": {"<writer id>": <last committed batch id>},
+     "recent": ["<commit attempt id>", ...],
+     "swept": [[<scope>, <ledger>], ...]}
 
-A batch's ledgers are appended in ONE znode ``setData`` with the expected version, together with
-the writer's batch id, so a replayed batch (same writer, batch id not above the last committed) adds
-nothing, and concurrent writers never lose each other's ledgers (the loser re-reads and retries).
-An overwrite swaps the whole list in the same way. The ledger ``segment`` of a read is its position
-in ``ledgers``. One znode holds about 8,000 ledgers (ZooKeeper's 1 MB node limit).
+A batch's ledgers are appended in ONE znode ``setData`` with the expected version, so concurrent
+writers never lose each other's ledgers (the loser re-reads and retries). An overwrite swaps the
+whole list in the same way. The ledger ``segment`` of a read is its position in ``ledgers``. One
+znode holds about 8,000 ledgers (ZooKeeper's 1 MB node limit).
+
+What the record keeps, and why it stays bounded:
+
+- ``commits``: the last batch id of each *replayable* writer (a streaming query, a ``foreachBatch``
+  pipeline, or a write given ``writerId``), so a replayed batch (batch id not above the last committed)
+  adds nothing. One entry per such writer, kept for good: that is what exactly-once needs.
+- ``recent``: the ids of the last ``RECENT_COMMITS_KEPT`` commit attempts. A plain ``df.write`` is
+  never replayed by Spark (its writer id is fresh), so it is recorded only here, for as long as an
+  in-doubt commit needs to find itself (below).
+- ``swept``: ledgers a sweep is deleting (``claim_for_sweep`` / ``release_swept``).
+
+A commit in doubt: ZooKeeper may apply a ``setData``/``create`` whose reply is lost (kazoo
+``ConnectionLoss``, ``OperationTimeoutError``, ``SessionExpiredError``). ``commit_batch`` then reads
+the log back (retrying until ``COMMIT_RESOLVE_SECONDS``): its attempt id in ``recent`` means it
+landed; otherwise it did not, and the compare-and-set is tried again. If ZooKeeper cannot be read in
+that time, ``LogCommitInDoubtError`` is raised and nothing may be deleted on the strength of it.
+
+Sweep and commit exclude each other through the log znode's version:
+
+1. The sweep picks candidates (ledgers tagged for the log, old, of no running writer), reads the log
+   at version v, drops candidates the log names, and writes them into ``swept`` by compare-and-set at
+   v. Only then does it delete them; afterwards it removes them from ``swept`` (again by CAS).
+2. A commit reads the log at version v', fails if ``swept`` holds one of its ledgers, then checks
+   that each of its ledgers exists and is closed, then compare-and-sets at v'.
+
+If the sweep's CAS lands first, the commit's CAS at an older version fails and its re-read sees the
+mark (deletion in progress) or, once released, the ledger gone (deletion is complete before the
+release, and the commit checks existence after reading the version it CASes at). If the commit's CAS
+lands first, the sweep's CAS fails and its re-read finds the ledgers named by the log. Either way a
+log never names a swept ledger. A sweep that dies between mark and release leaves marks that the
+next sweep completes.
+
+Running writes: each task of a write touches ``<ledgers root>/log-writers/<log>/<writer>`` before it
+creates its ledger and while it writes (``touch_running``); the commit or abort removes it. A sweep
+leaves alone the ledgers of a writer touched within its ``older_than``, so a long job is not swept
+under a commit that the protocol above would then have to fail.
 """
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, NotEmptyError,
+                              OperationTimeoutError, SessionExpiredError)
+from kazoo.retry import KazooRetry, RetryFailedError
 
+from bookie.client.exceptions import BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 
 LOGS_NODE = "logs"
+RUNNING_NODE = "log-writers"
+RECENT_COMMITS_KEPT = 100  # commit attempts remembered for in-doubt resolution (~35 bytes each)
+COMMIT_RESOLVE_SECONDS = 60.0  # how long a commit in doubt keeps trying to read the log back
+IN_DOUBT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)  # the request may have been applied
 
 
 class LogNotFoundError(LookupError):
     pass
+
+
+class LogCommitError(RuntimeError):
+    """The batch is not committed (the log is unchanged); running it again is safe."""
+
+
+class LogUnavailableError(RuntimeError):
+    """ZooKeeper did not answer a read of the log in time ("could not read", not "no such log")."""
+
+
+class LogCommitInDoubtError(LogUnavailableError):
+    """Whether the batch is in the log could not be learnt: nothing may be deleted because of it."""
 
 
 @dataclass
@@ -51,11 +110,21 @@ class Log:
     name: str
     segments: list[LogSegment] = field(default_factory=list)
     commits: dict[str, int] = field(default_factory=dict)
+    recent: list[str] = field(default_factory=list)
+    swept: list[LedgerId] = field(default_factory=list)
     version: int = -1  # znode version; -1 = not created yet
 
     def encode(self) -> bytes:
-        return json.dumps({"ledgers": [s.to_json() for s in self.segments], "commits": self.commits},
+        return json.dumps({"ledgers": [s.to_json() for s in self.segments], "commits": self.commits,
+                           "recent": self.recent, "swept": [list(lid) for lid in self.swept]},
                           sort_keys=True).encode()
+
+    def ledgers(self) -> set[LedgerId]:
+        return {s.ledger for s in self.segments}
+
+    def empty(self) -> bool:
+        """Nothing a user wrote: only a sweep's bookkeeping."""
+        return not (self.segments or self.commits or self.recent or self.swept)
 
 
 def log_path(store: ZKMetadataStore, name: str) -> str:
@@ -70,7 +139,18 @@ def read_log(store: ZKMetadataStore, name: str, missing_ok: bool = False) -> Log
             return Log(name)
         raise LogNotFoundError(f"log {name!r} does not exist at {log_path(store, name)}") from None
     d = json.loads(data)
-    return Log(name, [LogSegment.from_json(s) for s in d["ledgers"]], d.get("commits", {}), stat.version)
+    return Log(name, [LogSegment.from_json(s) for s in d["ledgers"]], d.get("commits", {}), d.get("recent", []),
+               [LedgerId(*lid) for lid in d.get("swept", [])], stat.version)
+
+
+def read_log_retrying(store: ZKMetadataStore, name: str, seconds: float | None = None) -> Log:
+    """``read_log`` (missing = empty) through a lost connection; LogUnavailableError after ``seconds``."""
+    retry = KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0, ignore_expire=True,
+                       deadline=COMMIT_RESOLVE_SECONDS if seconds is None else seconds)
+    try:
+        return retry(read_log, store, name, missing_ok=True)
+    except RetryFailedError as exc:
+        raise LogUnavailableError(f"log {name!r} could not be read from ZooKeeper ({exc})") from None
 
 
 def list_logs(store: ZKMetadataStore) -> list[str]:
@@ -80,25 +160,158 @@ def list_logs(store: ZKMetadataStore) -> list[str]:
         return []
 
 
+def _write(store: ZKMetadataStore, log: Log) -> None:
+    """Compare-and-set ``log`` at the version it was read at (create when it did not exist)."""
+    path = log_path(store, log.name)
+    if log.version < 0:
+        store.zk.create(path, log.encode(), makepath=True)
+    else:
+        store.zk.set(path, log.encode(), version=log.version)
+
+
+def _check_present(store: ZKMetadataStore, log: Log, segments: list[LogSegment], what: str) -> None:
+    """Fail the batch if a sweep marked or deleted one of its ledgers, or one is still open."""
+    swept = set(log.swept)
+    problems = [f"{s.ledger} is being deleted by sweep_uncommitted" for s in segments if s.ledger in swept]
+    for s in segments:
+        if s.ledger in swept:
+            continue
+        try:
+            if not store.read_ledger(s.ledger).value.is_closed:
+                problems.append(f"{s.ledger} is not closed")
+        except BKNoSuchLedgerExistsException:
+            problems.append(f"{s.ledger} no longer exists (deleted by sweep_uncommitted or by hand)")
+    if problems:
+        raise LogCommitError(f"{what} is not committed to log {log.name!r}: ledger {'; ledger '.join(problems)}. "
+                             "The log is unchanged; run the batch again")
+
+
 def commit_batch(store: ZKMetadataStore, name: str, writer: str, batch: int, segments: list[LogSegment],
-                 overwrite: bool = False) -> tuple[bool, list[LogSegment]]:
+                 overwrite: bool = False, replayable: bool = True) -> tuple[bool, list[LogSegment]]:
     """Add (or with ``overwrite`` put in place of all) ``segments`` as ``writer``'s batch ``batch``.
 
-    Returns (applied, replaced segments). Not applied when that batch was committed before.
+    Returns (applied, replaced segments). Not applied when the log shows this writer's batch committed
+    before (``replayable`` writers only: a plain write's writer id is fresh and never replayed).
+    Raises LogCommitError (log unchanged) or LogCommitInDoubtError (outcome unknown).
     """
+    attempt = uuid.uuid4().hex
+    what = f"batch {batch} of writer {writer}"
+    replaced: list[LogSegment] = []
+    in_doubt = False  # the last compare-and-set may have been applied
     while True:
-        log = read_log(store, name, missing_ok=True)
-        if log.commits.get(writer, -1) >= batch:
+        try:
+            log = read_log_retrying(store, name)
+        except LogUnavailableError as exc:
+            if not in_doubt:
+                raise
+            raise LogCommitInDoubtError(
+                f"{what} is in doubt: its commit to log {name!r} may or may not have been applied, and the log could "
+                f"not be read back within {COMMIT_RESOLVE_SECONDS:.0f} s ({exc}). Its ledgers are kept; read the log "
+                "before running the batch again") from None
+        if in_doubt and attempt in log.recent:
+            return True, replaced  # the attempt whose reply was lost had landed
+        in_doubt = False
+        if replayable and log.commits.get(writer, -1) >= batch:
             return False, []
+        _check_present(store, log, segments, what)
         replaced = log.segments if overwrite else []
         log.segments = list(segments) if overwrite else log.segments + list(segments)
-        log.commits[writer] = batch
-        path = log_path(store, name)
+        if replayable:
+            log.commits[writer] = batch
+        log.recent = (log.recent + [attempt])[-RECENT_COMMITS_KEPT:]
         try:
-            if log.version < 0:
-                store.zk.create(path, log.encode(), makepath=True)
-            else:
-                store.zk.set(path, log.encode(), version=log.version)
+            _write(store, log)
             return True, replaced
         except (BadVersionError, NodeExistsError):
-            continue  # another writer got there first: re-read and try again
+            continue  # another writer (or a sweep) got there first: re-read and try again
+        except IN_DOUBT:
+            in_doubt = True  # applied or not: the re-read finds `attempt` in `recent` if it was
+
+
+# -- running writes and sweeps ----------------------------------------------------------------------
+def _running_dir(store: ZKMetadataStore, name: str) -> str:
+    return f"{store.root}/{RUNNING_NODE}/{name}"
+
+
+def touch_running(store: ZKMetadataStore, name: str, writer: str) -> None:
+    """Mark ``writer`` as writing to ``name`` now (its znode's mtime is the heartbeat)."""
+    path = f"{_running_dir(store, name)}/{quote(writer, safe='')}"
+    try:
+        store.zk.set(path, b"")
+    except NoNodeError:
+        try:
+            store.zk.create(path, b"", makepath=True)
+        except NodeExistsError:
+            store.zk.set(path, b"")
+
+
+def finish_running(store: ZKMetadataStore, name: str, writer: str) -> None:
+    try:
+        store.zk.delete(f"{_running_dir(store, name)}/{quote(writer, safe='')}")
+    except NoNodeError:
+        pass
+
+
+def running_writers(store: ZKMetadataStore, name: str, older_than: float) -> set[str]:
+    """Writers of ``name`` that touched their marker within ``older_than`` seconds; staler markers (a
+    driver that died mid-write) are removed."""
+    base = _running_dir(store, name)
+    try:
+        children = store.zk.get_children(base)
+    except NoNodeError:
+        return set()
+    cutoff = (time.time() - older_than) * 1000
+    running = set()
+    for child in children:
+        try:
+            _, stat = store.zk.get(f"{base}/{child}")
+        except NoNodeError:
+            continue
+        if stat.mtime > cutoff:
+            running.add(unquote(child))
+            continue
+        try:
+            store.zk.delete(f"{base}/{child}", version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass  # gone, or touched again just now
+    try:
+        store.zk.delete(base)
+    except (NoNodeError, NotEmptyError):
+        pass
+    return running
+
+
+def claim_for_sweep(store: ZKMetadataStore, name: str, candidates: list[LedgerId]) -> list[LedgerId]:
+    """Mark in the log the ``candidates`` it does not name, by compare-and-set; returns every marked
+    ledger (also those an earlier sweep marked and did not finish)."""
+    while True:
+        log = read_log_retrying(store, name)
+        listed = log.ledgers()
+        doomed = [c for c in candidates if c not in listed and c not in log.swept]
+        if not doomed:
+            return list(log.swept)
+        log.swept = log.swept + doomed
+        try:
+            _write(store, log)
+            return list(log.swept)
+        except (BadVersionError, NodeExistsError, *IN_DOUBT):
+            continue  # a commit (or another sweep) got there first, or the reply was lost: look again
+
+
+def release_swept(store: ZKMetadataStore, name: str, deleted: list[LedgerId]) -> None:
+    """Unmark ``deleted`` (now gone for good); remove the log again if a sweep alone created it."""
+    gone = set(deleted)
+    while True:
+        log = read_log_retrying(store, name)
+        if log.version < 0 or not gone & set(log.swept):
+            return
+        log.swept = [lid for lid in log.swept if lid not in gone]
+        try:
+            if log.empty():
+                store.zk.delete(log_path(store, name), version=log.version)
+            else:
+                _write(store, log)
+            return
+        except (BadVersionError, NoNodeError, *IN_DOUBT):
+            continue
+

@@ -6,8 +6,12 @@ batch's ledgers to the log in one compare-and-set.
   with the log, the writer id and the batch; the ledger is closed and (ledger, entries, bytes) returned.
 - ``commit`` (driver): ``log.commit_batch`` — once per (writer, batch); a replayed batch adds nothing
   and its duplicate ledgers are deleted. ``mode("overwrite")`` swaps the list, then deletes the old ledgers.
+  A commit whose ZooKeeper reply was lost reads the log back to learn whether it landed; a commit whose
+  ledgers a sweep took fails the batch and leaves the log unchanged (see ``spark_bookkeeper.log``).
 - ``abort``: deletes what the batch wrote. Spark passes None for failed tasks, so ledgers are also found
-  by their tags (a sweep of the writer's ledgers that no log lists).
+  by their tags (a sweep of the writer's ledgers that no log lists). Whatever the log names is never
+  deleted (Spark may abort a batch whose commit landed), and nothing is deleted if the log cannot be read.
+- Tasks heartbeat a running-writer marker (``log.touch_running``) that ``sweep_uncommitted`` respects.
 """
 from __future__ import annotations
 
@@ -23,12 +27,15 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from bookie.client.exceptions import BKException, BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
 from spark_bookkeeper import connections
-from spark_bookkeeper.log import LogSegment, commit_batch, read_log
+from spark_bookkeeper.log import (LogSegment, LogUnavailableError, claim_for_sweep, commit_batch, finish_running,
+                                  read_log_retrying, release_swept, running_writers, touch_running)
 from spark_bookkeeper.options import BookKeeperOptionError, WriteOptions
 
 log = logging.getLogger(__name__)
 TAG_LOG, TAG_WRITER, TAG_BATCH = "spark.log", "spark.writer", "spark.batch"
 WRITE_CHUNK = 4096  # rows appended per append_batch
+RUNNING_HEARTBEAT_SECONDS = 30.0  # a task re-touches its writer's running marker this often while it writes
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY, a local property of the query
 
 
 @dataclass
@@ -52,7 +59,10 @@ class BookKeeperWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, overwrite: bool):
         self.opts = opts
         self.overwrite = overwrite
-        self.writer_id = opts.writer_id or uuid.uuid4().hex  # chosen on the driver, travels with the writer
+        # A named writer (writerId, a stream, foreachBatch) may see a batch replayed: the log keeps its last
+        # batch id. A plain write gets a fresh id on the driver (it travels with the writer) and never replays.
+        self.replayable = bool(opts.writer_id)
+        self.writer_id = opts.writer_id or uuid.uuid4().hex
 
     def _batch_id(self) -> int:
         # A plain batch write is batch 0 of a writer of its own; foreachBatch passes writerId + batchId.
@@ -60,14 +70,17 @@ class BookKeeperWriter(DataSourceArrowWriter):
 
     def write(self, iterator) -> LedgerWritten:
         opts = self.opts
-        handle = None
+        handle = bk = None
         entries = size = 0
         pending = None
+        touched = 0.0
         for batch in iterator:
             if batch.num_rows == 0:
                 continue
             if handle is None:
                 bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+                touch_running(bk.store, opts.log, self.writer_id)  # before the ledger exists: the sweep sees it
+                touched = time.monotonic()
                 handle = bk.create_ledger(opts.ensemble_size, opts.write_quorum, opts.ack_quorum, digest=opts.digest,
                                           password=opts.password, custom_metadata={
                                               TAG_LOG: opts.log.encode(), TAG_WRITER: self.writer_id.encode(),
@@ -78,11 +91,15 @@ class BookKeeperWriter(DataSourceArrowWriter):
                 pending = handle.append_batch(chunk)
                 entries += len(chunk)
                 size += sum(map(len, chunk))
+            if time.monotonic() - touched >= RUNNING_HEARTBEAT_SECONDS:
+                touch_running(bk.store, opts.log, self.writer_id)
+                touched = time.monotonic()
         if handle is None:
             return LedgerWritten(0, -1, 0, 0)
         if pending is not None:
             pending.result()
         handle.close()
+        touch_running(bk.store, opts.log, self.writer_id)  # the ledger now waits for the job's commit
         return LedgerWritten(handle.scope_id, handle.ledger_id, entries, size)
 
     def commit(self, messages) -> None:
@@ -92,31 +109,40 @@ class BookKeeperWriter(DataSourceArrowWriter):
         bk = connections.driver_client(self.opts.uri, self.opts.zk_connect_timeout)
         written = [m for m in messages if m is not None and m.ledger >= 0]
         segments = [LogSegment(LedgerId(m.scope, m.ledger), m.entries, m.bytes, self.writer_id, batch_id) for m in written]
-        applied, replaced = commit_batch(bk.store, self.opts.log, self.writer_id, batch_id, segments, self.overwrite)
+        applied, replaced = commit_batch(bk.store, self.opts.log, self.writer_id, batch_id, segments, self.overwrite,
+                                         self.replayable)
         if not applied:
             log.info("log %s: batch %d of writer %s was committed before; dropping its duplicate ledgers",
                      self.opts.log, batch_id, self.writer_id)
-            self._delete(bk, [s.ledger for s in segments])
-        self._delete(bk, [s.ledger for s in replaced])
+        unneeded = [s.ledger for s in (replaced if applied else segments)]
+        try:
+            delete_unlisted(bk, self.opts.log, unneeded)
+        except LogUnavailableError as exc:  # the batch is settled; sweep_uncommitted removes these later
+            log.warning("log %s: ledgers %s are left for sweep_uncommitted: %s", self.opts.log, unneeded, exc)
+        finish_running(bk.store, self.opts.log, self.writer_id)
 
     def abort(self, messages) -> None:
         self._abort(messages, self._batch_id())
 
     def _abort(self, messages, batch_id: int) -> None:
         bk = connections.driver_client(self.opts.uri, self.opts.zk_connect_timeout)
-        listed = {m.ledger for m in messages if m is not None and m.ledger >= 0}
-        self._delete(bk, [LedgerId(0, lid) for lid in listed] + self.orphans(bk, batch_id))
+        listed = [LedgerId(m.scope, m.ledger) for m in messages if m is not None and m.ledger >= 0]
+        try:
+            delete_unlisted(bk, self.opts.log, listed + self.orphans(bk, batch_id))
+        except LogUnavailableError as exc:
+            log.warning("abort of batch %d of writer %s deletes nothing: %s (sweep_uncommitted removes what no "
+                        "commit took in)", batch_id, self.writer_id, exc)
+            return
+        finish_running(bk.store, self.opts.log, self.writer_id)
 
     def orphans(self, bk, batch_id: int | None = None) -> list[LedgerId]:
         """Ledgers tagged with this writer (and batch) that the log does not list."""
         return uncommitted_ledgers(bk, self.opts.log, writer=self.writer_id, batch=batch_id)
 
-    @staticmethod
-    def _delete(bk, ledgers) -> None:
-        delete_ledgers(bk, ledgers)
 
-
-def delete_ledgers(bk, ledgers) -> None:
+def delete_ledgers(bk, ledgers) -> list[LedgerId]:
+    """Delete ``ledgers``; returns those now gone (a failed delete is logged and left for a later try)."""
+    gone = []
     for ledger in ledgers:
         try:
             bk.delete_ledger(ledger)
@@ -124,14 +150,26 @@ def delete_ledgers(bk, ledgers) -> None:
             pass
         except BKException as exc:
             log.warning("could not delete ledger %s: %s", ledger, exc)
+            continue
+        gone.append(ledger)
+    return gone
+
+
+def delete_unlisted(bk, log_name: str, ledgers: list[LedgerId]) -> None:
+    """Delete those of ``ledgers`` that the log does not name (read now). LogUnavailableError, having
+    deleted nothing, if the log cannot be read: "could not read" is not "not there"."""
+    if ledgers:
+        listed = read_log_retrying(bk.store, log_name).ledgers()
+        delete_ledgers(bk, [lid for lid in ledgers if lid not in listed])
 
 
 def uncommitted_ledgers(bk, log_name: str, writer: str | None = None, batch: int | None = None,
-                        older_than: float | None = None) -> list[LedgerId]:
-    """Ledgers tagged for ``log_name`` (by ``writer``, ``batch``) that the log does not list, and (with
-    ``older_than`` seconds) that were created that long ago: left by a task that outlived its
-    write's abort, or by a driver that died before committing."""
-    in_log = {s.ledger for s in read_log(bk.store, log_name, missing_ok=True).segments}
+                        older_than: float | None = None, spare: set[str] = frozenset()) -> list[LedgerId]:
+    """Ledgers tagged for ``log_name`` (by ``writer``, ``batch``; by none of the writers ``spare``) that
+    the log does not list, and (with ``older_than`` seconds) that were created that long ago: left by a
+    task that outlived its write's abort, or by a driver that died before committing."""
+    in_log = read_log_retrying(bk.store, log_name).ledgers()
+    spared = {w.encode() for w in spare}
     cutoff = None if older_than is None else (time.time() - older_than) * 1000
     found = []
     for ledger in bk.list_ledgers(None):
@@ -146,6 +184,8 @@ def uncommitted_ledgers(bk, log_name: str, writer: str | None = None, batch: int
             continue
         if writer is not None and tags.get(TAG_WRITER) != writer.encode():
             continue
+        if tags.get(TAG_WRITER) in spared:
+            continue
         if batch is not None and tags.get(TAG_BATCH) != str(batch).encode():
             continue
         if cutoff is not None and md.ctime > cutoff:
@@ -156,11 +196,19 @@ def uncommitted_ledgers(bk, log_name: str, writer: str | None = None, batch: int
 
 def sweep_uncommitted(metadata_service_uri: str, log_name: str, older_than: float = 3600.0) -> list[LedgerId]:
     """Delete the ledgers written for ``log_name`` that no commit took in, once older than ``older_than``
-    seconds (a write still in progress is younger). Meant for a scheduled job; returns what it deleted."""
+    seconds, except those of a writer whose tasks heartbeat within ``older_than`` (a write still in
+    progress). Meant for a scheduled job; returns what it deleted.
+
+    The ledgers are marked in the log by compare-and-set before they are deleted, so a commit racing
+    the sweep fails its batch instead of naming a deleted ledger (protocol in ``spark_bookkeeper.log``).
+    """
     bk = connections.driver_client(metadata_service_uri)
-    doomed = uncommitted_ledgers(bk, log_name, older_than=older_than)
-    delete_ledgers(bk, doomed)
-    return doomed
+    running = running_writers(bk.store, log_name, older_than)
+    candidates = uncommitted_ledgers(bk, log_name, older_than=older_than, spare=running)
+    marked = claim_for_sweep(bk.store, log_name, candidates)
+    deleted = delete_ledgers(bk, marked)
+    release_swept(bk.store, log_name, deleted)
+    return deleted
 
 
 class BookKeeperStreamWriter(BookKeeperWriter, DataSourceStreamArrowWriter):
@@ -195,14 +243,16 @@ def foreach_batch_writer(metadata_service_uri: str, log: str, writer_id: str | N
 
         query = df.writeStream.foreachBatch(foreach_batch_writer(uri, "events")).start()
 
-    ``writer_id`` names this pipeline in the log (default ``foreachBatch:<log>``: one pipeline per log);
-    other options (``ensembleSize``, ``password``, ...) are passed to the writer.
+    ``writer_id`` names this pipeline in the log; by default it is ``foreachBatch:<log>:<query id>``, the
+    streaming query's id, which its checkpoint keeps across restarts and which differs between two
+    queries, so two queries writing one log never take each other's batches for replays. Other options
+    (``ensembleSize``, ``password``, ...) are passed to the writer.
     """
     from spark_bookkeeper.options import check_log_name
     check_log_name(log)
-    wid = writer_id or f"foreachBatch:{log}"
 
     def write_batch(batch_df, batch_id: int) -> None:
+        wid = writer_id or query_writer_id(batch_df, log)
         writer = (batch_df.write.format("bookkeeper").mode("append").option("metadataServiceUri", metadata_service_uri)
                   .option("log", log).option("writerId", wid).option("batchId", str(batch_id)))
         for key, value in options.items():
@@ -210,3 +260,17 @@ def foreach_batch_writer(metadata_service_uri: str, log: str, writer_id: str | N
         writer.save()
 
     return write_batch
+
+
+def query_writer_id(batch_df, log_name: str) -> str:
+    """``foreachBatch:<log>:<query id>`` of the streaming query running ``batch_df``'s foreachBatch."""
+    try:
+        query_id = batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    except Exception:  # Spark Connect sessions have no SparkContext (the error class differs by version)
+        query_id = None
+    if not query_id:
+        raise BookKeeperOptionError(
+            f"foreach_batch_writer for log {log_name!r} cannot see the streaming query's id here (called outside "
+            "writeStream.foreachBatch, or on Spark Connect); pass writer_id=..., a name unique to this query and "
+            "the same across its restarts")
+    return f"foreachBatch:{log_name}:{query_id}"
