@@ -1,4 +1,4 @@
-"""128-bit ledger ids (BP-35, seed 04).
+"""128-bit ledger ids (BookKeeper Proposal BP-35).
 
 A ledger is named by ``(scope_id, ledger_id)``: the most and least significant 64 bits of a 128-bit id.
 Scope 0 is the common case and is exactly BookKeeper's 63-bit ledger id. The *qualified name* is the

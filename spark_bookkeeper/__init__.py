@@ -4,10 +4,10 @@
 ``DefaultSource``, which Spark registers by itself); ``register(spark)`` does the same explicitly.
 """
 from spark_bookkeeper.datasource import BookKeeperDataSource
-from spark_bookkeeper.options import BookKeeperOptionError
+from spark_bookkeeper.options import BookKeeperOptionException
 from spark_bookkeeper.writer import foreach_batch_writer, sweep_uncommitted
 
-__all__ = ["BookKeeperDataSource", "BookKeeperOptionError", "foreach_batch_writer", "register", "sweep_uncommitted"]
+__all__ = ["BookKeeperDataSource", "BookKeeperOptionException", "foreach_batch_writer", "register", "sweep_uncommitted"]
 
 
 def register(spark) -> None:

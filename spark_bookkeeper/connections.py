@@ -19,15 +19,15 @@ _workers = None
 def driver_client(uri: str, connect_timeout: float = 10.0):
     """A BookKeeper client for ``uri`` (cached): metadata, LACs, recovery, writes."""
     from bookie.client import BookKeeper
-    from bookie.client.exceptions import BKZKException
-    from spark_bookkeeper.options import BookKeeperOptionError
+    from bookie.exceptions import BKZKException
+    from spark_bookkeeper.options import BookKeeperOptionException
     with _lock:
         client = _drivers.get(uri)
         if client is None or client.closed:
             try:
                 client = _drivers[uri] = BookKeeper(uri, zkConnectTimeout=connect_timeout)
             except BKZKException as exc:
-                raise BookKeeperOptionError(f"cannot reach the cluster at {uri}: {exc}") from None
+                raise BookKeeperOptionException(f"cannot reach the cluster at {uri}: {exc}") from None
         return client
 
 

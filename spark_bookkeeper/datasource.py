@@ -35,7 +35,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from spark_bookkeeper import tables
-from spark_bookkeeper.options import BookKeeperOptionError, ReadOptions, WriteOptions
+from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions, WriteOptions
 
 READ_SCHEMA = "ledger_id long, entry_id long, payload binary"
 LOG_READ_SCHEMA = READ_SCHEMA + ", log string, segment int"
@@ -75,7 +75,7 @@ class BookKeeperDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool):
         from spark_bookkeeper.writer import BookKeeperStreamWriter
         if overwrite:
-            raise BookKeeperOptionError("a log is appended to: use outputMode(\"append\") for a streaming write")
+            raise BookKeeperOptionException("a log is appended to: use outputMode(\"append\") for a streaming write")
         return BookKeeperStreamWriter(check_write(self.options, schema), overwrite)
 
 
@@ -84,19 +84,19 @@ def check_write(options, schema: StructType) -> WriteOptions:
     opts = WriteOptions.parse(options)
     names = [f.name for f in schema.fields]
     if "payload" not in names:
-        raise BookKeeperOptionError(f"the DataFrame has no payload column (columns: {', '.join(names) or 'none'}); "
+        raise BookKeeperOptionException(f"the DataFrame has no payload column (columns: {', '.join(names) or 'none'}); "
                                     "write a single column named payload, binary or string")
     others = [n for n in names if n != "payload"]
     if others:
-        raise BookKeeperOptionError(f"columns {', '.join(others)} cannot be written: only payload is stored "
+        raise BookKeeperOptionException(f"columns {', '.join(others)} cannot be written: only payload is stored "
                                     "(select or encode them into payload first)")
     kind = schema["payload"].dataType
     if not isinstance(kind, (BinaryType, StringType)):
-        raise BookKeeperOptionError(f"payload is {kind.simpleString()}; it must be binary or string")
+        raise BookKeeperOptionException(f"payload is {kind.simpleString()}; it must be binary or string")
     from spark_bookkeeper import connections
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     writable = bk.writable_bookies()
     if len(writable) < opts.ensemble_size:
-        raise BookKeeperOptionError(f"ensembleSize={opts.ensemble_size} but only {len(writable)} writable bookies "
+        raise BookKeeperOptionException(f"ensembleSize={opts.ensemble_size} but only {len(writable)} writable bookies "
                                     f"are registered ({', '.join(writable) or 'none'})")
     return opts

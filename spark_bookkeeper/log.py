@@ -27,7 +27,7 @@ A commit in doubt: ZooKeeper may apply a ``setData``/``create`` whose reply is l
 ``ConnectionLoss``, ``OperationTimeoutError``, ``SessionExpiredError``). ``commit_batch`` then reads
 the log back (retrying until ``COMMIT_RESOLVE_SECONDS``): its attempt id in ``recent`` means it
 landed; otherwise it did not, and the compare-and-set is tried again. If ZooKeeper cannot be read in
-that time, ``LogCommitInDoubtError`` is raised and nothing may be deleted on the strength of it.
+that time, ``LogCommitInDoubtException`` is raised and nothing may be deleted on the strength of it.
 
 Sweep and commit exclude each other through the log znode's version:
 
@@ -57,34 +57,32 @@ import uuid
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, NotEmptyError,
-                              OperationTimeoutError, SessionExpiredError)
-from kazoo.retry import KazooRetry, RetryFailedError
-
-from bookie.client.exceptions import BKNoSuchLedgerExistsException
+from bookie.exceptions import (BKException, BKMetadataVersionException, BKNoSuchLedgerExistsException,
+                               BKZKConnectionLossException)
 from bookie.ledger_id import LedgerId
-from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.meta.metadata_store import MetadataStore, Versioned
+from bookie.meta.metadata_update_loop import update_metadata
+from bookie.meta.retry import retry_on_connection_loss
 
 LOGS_NODE = "logs"
 RUNNING_NODE = "log-writers"
 RECENT_COMMITS_KEPT = 100  # commit attempts remembered for in-doubt resolution (~35 bytes each)
 COMMIT_RESOLVE_SECONDS = 60.0  # how long a commit in doubt keeps trying to read the log back
-IN_DOUBT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)  # the request may have been applied
 
 
-class LogNotFoundError(LookupError):
+class LogNotFoundException(BKException, LookupError):
     pass
 
 
-class LogCommitError(RuntimeError):
+class LogCommitException(BKException, RuntimeError):
     """The batch is not committed (the log is unchanged); running it again is safe."""
 
 
-class LogUnavailableError(RuntimeError):
+class LogUnavailableException(BKException, RuntimeError):
     """ZooKeeper did not answer a read of the log in time ("could not read", not "no such log")."""
 
 
-class LogCommitInDoubtError(LogUnavailableError):
+class LogCommitInDoubtException(LogUnavailableException):
     """Whether the batch is in the log could not be learnt: nothing may be deleted because of it."""
 
 
@@ -127,49 +125,60 @@ class Log:
         return not (self.segments or self.commits or self.recent or self.swept)
 
 
-def log_path(store: ZKMetadataStore, name: str) -> str:
-    return f"{store.root}/{LOGS_NODE}/{name}"
+def log_path(store: MetadataStore, name: str) -> str:
+    """The log's znode, for messages."""
+    return f"{store.root}/{_log_node(name)}"
 
 
-def read_log(store: ZKMetadataStore, name: str, missing_ok: bool = False) -> Log:
-    try:
-        data, stat = store.zk.get(log_path(store, name))
-    except NoNodeError:
+def _log_node(name: str) -> str:
+    return f"{LOGS_NODE}/{name}"
+
+
+def read_log(store: MetadataStore, name: str, missing_ok: bool = False) -> Log:
+    found = store.read_node(_log_node(name))
+    if found is None:
         if missing_ok:
             return Log(name)
-        raise LogNotFoundError(f"log {name!r} does not exist at {log_path(store, name)}") from None
-    d = json.loads(data)
+        raise LogNotFoundException(f"log {name!r} does not exist at {log_path(store, name)}")
+    d = json.loads(found.value)
     return Log(name, [LogSegment.from_json(s) for s in d["ledgers"]], d.get("commits", {}), d.get("recent", []),
-               [LedgerId(*lid) for lid in d.get("swept", [])], stat.version)
+               [LedgerId(*lid) for lid in d.get("swept", [])], found.version)
 
 
-def read_log_retrying(store: ZKMetadataStore, name: str, seconds: float | None = None) -> Log:
-    """``read_log`` (missing = empty) through a lost connection; LogUnavailableError after ``seconds``."""
-    retry = KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0, ignore_expire=True,
-                       deadline=COMMIT_RESOLVE_SECONDS if seconds is None else seconds)
+def _read_versioned(store: MetadataStore, name: str) -> Versioned[Log]:
+    log = read_log(store, name, missing_ok=True)
+    return Versioned(log, log.version)
+
+
+def read_log_retrying(store: MetadataStore, name: str, seconds: float | None = None) -> Log:
+    """``read_log`` (missing = empty) through a lost connection; LogUnavailableException after ``seconds``."""
     try:
-        return retry(read_log, store, name, missing_ok=True)
-    except RetryFailedError as exc:
-        raise LogUnavailableError(f"log {name!r} could not be read from ZooKeeper ({exc})") from None
+        return retry_on_connection_loss(lambda: read_log(store, name, missing_ok=True),
+                                        COMMIT_RESOLVE_SECONDS if seconds is None else seconds)
+    except BKZKConnectionLossException as exc:
+        raise LogUnavailableException(f"log {name!r} could not be read from ZooKeeper ({exc})") from None
 
 
-def list_logs(store: ZKMetadataStore) -> list[str]:
-    try:
-        return sorted(store.zk.get_children(f"{store.root}/{LOGS_NODE}"))
-    except NoNodeError:
-        return []
+def list_logs(store: MetadataStore) -> list[str]:
+    return store.node_children(LOGS_NODE)
 
 
-def _write(store: ZKMetadataStore, log: Log) -> None:
-    """Compare-and-set ``log`` at the version it was read at (create when it did not exist)."""
-    path = log_path(store, log.name)
-    if log.version < 0:
-        store.zk.create(path, log.encode(), makepath=True)
-    else:
-        store.zk.set(path, log.encode(), version=log.version)
+def _write(store: MetadataStore, log: Log, version: int) -> Versioned[Log]:
+    """Compare-and-set ``log`` at ``version`` (create when it did not exist: version -1)."""
+    written = store.write_node(_log_node(log.name), log.encode(), None if version < 0 else version)
+    log.version = written.version
+    return Versioned(log, written.version)
 
 
-def _check_present(store: ZKMetadataStore, log: Log, segments: list[LogSegment], what: str) -> None:
+def _update(store: MetadataStore, name: str, needs_update, transform, write=_write) -> Log:
+    """One MetadataUpdateLoop over the log (bookie.meta.metadata_update_loop)."""
+    log = read_log_retrying(store, name)
+    return update_metadata(lambda: _read_versioned(store, name), lambda log, version: write(store, log, version),
+                           Versioned(log, log.version), needs_update, transform, COMMIT_RESOLVE_SECONDS,
+                           f"log {name!r}").value
+
+
+def _check_present(store: MetadataStore, log: Log, segments: list[LogSegment], what: str) -> None:
     """Fail the batch if a sweep marked or deleted one of its ledgers, or one is still open."""
     swept = set(log.swept)
     problems = [f"{s.ledger} is being deleted by sweep_uncommitted" for s in segments if s.ledger in swept]
@@ -182,136 +191,108 @@ def _check_present(store: ZKMetadataStore, log: Log, segments: list[LogSegment],
         except BKNoSuchLedgerExistsException:
             problems.append(f"{s.ledger} no longer exists (deleted by sweep_uncommitted or by hand)")
     if problems:
-        raise LogCommitError(f"{what} is not committed to log {log.name!r}: ledger {'; ledger '.join(problems)}. "
-                             "The log is unchanged; run the batch again")
+        raise LogCommitException(f"{what} is not committed to log {log.name!r}: ledger {'; ledger '.join(problems)}. "
+                                 "The log is unchanged; run the batch again")
 
 
-def commit_batch(store: ZKMetadataStore, name: str, writer: str, batch: int, segments: list[LogSegment],
+def commit_batch(store: MetadataStore, name: str, writer: str, batch: int, segments: list[LogSegment],
                  overwrite: bool = False, replayable: bool = True) -> tuple[bool, list[LogSegment]]:
     """Add (or with ``overwrite`` put in place of all) ``segments`` as ``writer``'s batch ``batch``.
 
     Returns (applied, replaced segments). Not applied when the log shows this writer's batch committed
     before (``replayable`` writers only: a plain write's writer id is fresh and never replayed).
-    Raises LogCommitError (log unchanged) or LogCommitInDoubtError (outcome unknown).
+    Raises LogCommitException (log unchanged) or LogCommitInDoubtException (outcome unknown).
     """
-    attempt = uuid.uuid4().hex
+    attempt = uuid.uuid4().hex  # found in ``recent`` by a re-read if a write whose reply was lost landed
     what = f"batch {batch} of writer {writer}"
     replaced: list[LogSegment] = []
-    in_doubt = False  # the last compare-and-set may have been applied
-    while True:
-        try:
-            log = read_log_retrying(store, name)
-        except LogUnavailableError as exc:
-            if not in_doubt:
-                raise
-            raise LogCommitInDoubtError(
-                f"{what} is in doubt: its commit to log {name!r} may or may not have been applied, and the log could "
-                f"not be read back within {COMMIT_RESOLVE_SECONDS:.0f} s ({exc}). Its ledgers are kept; read the log "
-                "before running the batch again") from None
-        if in_doubt and attempt in log.recent:
-            return True, replaced  # the attempt whose reply was lost had landed
-        in_doubt = False
-        if replayable and log.commits.get(writer, -1) >= batch:
-            return False, []
+
+    def needs_update(log: Log) -> bool:
+        return attempt not in log.recent and not (replayable and log.commits.get(writer, -1) >= batch)
+
+    def add_batch(log: Log) -> Log:
+        nonlocal replaced
         _check_present(store, log, segments, what)
         replaced = log.segments if overwrite else []
         log.segments = list(segments) if overwrite else log.segments + list(segments)
         if replayable:
             log.commits[writer] = batch
         log.recent = (log.recent + [attempt])[-RECENT_COMMITS_KEPT:]
-        try:
-            _write(store, log)
-            return True, replaced
-        except (BadVersionError, NodeExistsError):
-            continue  # another writer (or a sweep) got there first: re-read and try again
-        except IN_DOUBT:
-            in_doubt = True  # applied or not: the re-read finds `attempt` in `recent` if it was
+        return log
+
+    try:
+        log = _update(store, name, needs_update, add_batch)
+    except BKZKConnectionLossException as exc:
+        raise LogCommitInDoubtException(
+            f"{what} is in doubt: its commit to log {name!r} may or may not have been applied, and the log could "
+            f"not be read back within {COMMIT_RESOLVE_SECONDS:.0f} s ({exc}). Its ledgers are kept; read the log "
+            "before running the batch again") from None
+    if attempt in log.recent:
+        return True, replaced
+    return False, []
 
 
 # -- running writes and sweeps ----------------------------------------------------------------------
-def _running_dir(store: ZKMetadataStore, name: str) -> str:
-    return f"{store.root}/{RUNNING_NODE}/{name}"
+def _running_node(name: str, writer: str | None = None) -> str:
+    return f"{RUNNING_NODE}/{name}" + ("" if writer is None else f"/{quote(writer, safe='')}")
 
 
-def touch_running(store: ZKMetadataStore, name: str, writer: str) -> None:
+def touch_running(store: MetadataStore, name: str, writer: str) -> None:
     """Mark ``writer`` as writing to ``name`` now (its znode's mtime is the heartbeat)."""
-    path = f"{_running_dir(store, name)}/{quote(writer, safe='')}"
-    try:
-        store.zk.set(path, b"")
-    except NoNodeError:
-        try:
-            store.zk.create(path, b"", makepath=True)
-        except NodeExistsError:
-            store.zk.set(path, b"")
+    store.write_node(_running_node(name, writer), b"", -1)
 
 
-def finish_running(store: ZKMetadataStore, name: str, writer: str) -> None:
-    try:
-        store.zk.delete(f"{_running_dir(store, name)}/{quote(writer, safe='')}")
-    except NoNodeError:
-        pass
+def finish_running(store: MetadataStore, name: str, writer: str) -> None:
+    store.delete_node(_running_node(name, writer))
 
 
-def running_writers(store: ZKMetadataStore, name: str, older_than: float) -> set[str]:
+def running_writers(store: MetadataStore, name: str, older_than: float) -> set[str]:
     """Writers of ``name`` that touched their marker within ``older_than`` seconds; staler markers (a
     driver that died mid-write) are removed."""
-    base = _running_dir(store, name)
-    try:
-        children = store.zk.get_children(base)
-    except NoNodeError:
-        return set()
     cutoff = (time.time() - older_than) * 1000
     running = set()
-    for child in children:
-        try:
-            _, stat = store.zk.get(f"{base}/{child}")
-        except NoNodeError:
+    for child in store.node_children(_running_node(name)):
+        marker = store.read_node(f"{_running_node(name)}/{child}")
+        if marker is None:
             continue
-        if stat.mtime > cutoff:
+        if marker.mtime > cutoff:
             running.add(unquote(child))
             continue
         try:
-            store.zk.delete(f"{base}/{child}", version=stat.version)
-        except (NoNodeError, BadVersionError):
-            pass  # gone, or touched again just now
-    try:
-        store.zk.delete(base)
-    except (NoNodeError, NotEmptyError):
-        pass
+            store.delete_node(f"{_running_node(name)}/{child}", marker.version)
+        except BKMetadataVersionException:
+            pass  # touched again just now
+    store.delete_node(_running_node(name))  # only once it has no markers left
     return running
 
 
-def claim_for_sweep(store: ZKMetadataStore, name: str, candidates: list[LedgerId]) -> list[LedgerId]:
+def claim_for_sweep(store: MetadataStore, name: str, candidates: list[LedgerId]) -> list[LedgerId]:
     """Mark in the log the ``candidates`` it does not name, by compare-and-set; returns every marked
     ledger (also those an earlier sweep marked and did not finish)."""
-    while True:
-        log = read_log_retrying(store, name)
+    def doomed(log: Log) -> list[LedgerId]:
         listed = log.ledgers()
-        doomed = [c for c in candidates if c not in listed and c not in log.swept]
-        if not doomed:
-            return list(log.swept)
-        log.swept = log.swept + doomed
-        try:
-            _write(store, log)
-            return list(log.swept)
-        except (BadVersionError, NodeExistsError, *IN_DOUBT):
-            continue  # a commit (or another sweep) got there first, or the reply was lost: look again
+        return [c for c in candidates if c not in listed and c not in log.swept]
+
+    def mark(log: Log) -> Log:
+        log.swept = log.swept + doomed(log)
+        return log
+
+    return list(_update(store, name, lambda log: bool(doomed(log)), mark).swept)
 
 
-def release_swept(store: ZKMetadataStore, name: str, deleted: list[LedgerId]) -> None:
+def release_swept(store: MetadataStore, name: str, deleted: list[LedgerId]) -> None:
     """Unmark ``deleted`` (now gone for good); remove the log again if a sweep alone created it."""
     gone = set(deleted)
-    while True:
-        log = read_log_retrying(store, name)
-        if log.version < 0 or not gone & set(log.swept):
-            return
-        log.swept = [lid for lid in log.swept if lid not in gone]
-        try:
-            if log.empty():
-                store.zk.delete(log_path(store, name), version=log.version)
-            else:
-                _write(store, log)
-            return
-        except (BadVersionError, NoNodeError, *IN_DOUBT):
-            continue
 
+    def unmark(log: Log) -> Log:
+        log.swept = [lid for lid in log.swept if lid not in gone]
+        return log
+
+    def write_or_remove(store: MetadataStore, log: Log, version: int) -> Versioned[Log]:
+        if not log.empty():
+            return _write(store, log, version)
+        if not store.delete_node(_log_node(log.name), version):
+            raise BKMetadataVersionException(f"log {log.name!r} is gone")  # re-read: nothing left to release
+        return Versioned(Log(log.name), -1)
+
+    _update(store, name, lambda log: log.version >= 0 and bool(gone & set(log.swept)), unmark, write_or_remove)

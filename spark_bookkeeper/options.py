@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bookie.exceptions import BKException
 from bookie.ledger_id import LedgerId
 from bookie.meta.service_uri import MetadataServiceUri
 from bookie.proto.checksum import DigestType
@@ -20,7 +21,7 @@ WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ac
 TABLES = ("ledgers", "fragments", "bookies")
 
 
-class BookKeeperOptionError(ValueError):
+class BookKeeperOptionException(BKException, ValueError):
     """A bad option of format("bookkeeper"): says which, and what is allowed."""
 
 
@@ -30,7 +31,7 @@ def _canonical(options, allowed: list[str], what: str) -> dict[str, str]:
     for key, value in dict(options).items():
         name = by_lower.get(key.lower())
         if name is None:
-            raise BookKeeperOptionError(f"unknown {what} option {key!r}; allowed: {', '.join(allowed)}")
+            raise BookKeeperOptionException(f"unknown {what} option {key!r}; allowed: {', '.join(allowed)}")
         out[name] = value
     return out
 
@@ -41,9 +42,9 @@ def _int(opts: dict, name: str, default: int | None, minimum: int | None = None)
     try:
         value = int(opts[name])
     except ValueError:
-        raise BookKeeperOptionError(f"option {name}={opts[name]!r} is not an integer") from None
+        raise BookKeeperOptionException(f"option {name}={opts[name]!r} is not an integer") from None
     if minimum is not None and value < minimum:
-        raise BookKeeperOptionError(f"option {name}={value} must be at least {minimum}")
+        raise BookKeeperOptionException(f"option {name}={value} must be at least {minimum}")
     return value
 
 
@@ -53,18 +54,18 @@ def _bool(opts: dict, name: str, default: bool) -> bool:
         return default
     if str(value).lower() in ("true", "false"):
         return str(value).lower() == "true"
-    raise BookKeeperOptionError(f"option {name}={value!r} must be true or false")
+    raise BookKeeperOptionException(f"option {name}={value!r} must be true or false")
 
 
 def _uri(opts: dict) -> str:
     uri = opts.get("metadataServiceUri")
     if not uri:
-        raise BookKeeperOptionError("option metadataServiceUri is missing: where is the cluster? "
+        raise BookKeeperOptionException("option metadataServiceUri is missing: where is the cluster? "
                                     "e.g. .option(\"metadataServiceUri\", \"zk://127.0.0.1:2181/ledgers\")")
     try:
         MetadataServiceUri.parse(uri)
     except ValueError as exc:
-        raise BookKeeperOptionError(f"option metadataServiceUri: {exc}") from None
+        raise BookKeeperOptionException(f"option metadataServiceUri: {exc}") from None
     return uri
 
 
@@ -74,7 +75,7 @@ def _digest(opts: dict) -> DigestType | None:
     try:
         return DigestType.parse(opts["digest"])
     except ValueError as exc:
-        raise BookKeeperOptionError(f"option digest: {exc}") from None
+        raise BookKeeperOptionException(f"option digest: {exc}") from None
 
 
 def parse_ledgers(text: str) -> list[LedgerId]:
@@ -86,9 +87,9 @@ def parse_ledgers(text: str) -> list[LedgerId]:
         try:
             out.append(LedgerId.of(int(part)) if part.isdigit() else LedgerId.from_qualified_name(part))
         except ValueError as exc:
-            raise BookKeeperOptionError(f"option ledgers: {part!r} is neither a ledger id nor a qualified name ({exc})") from None
+            raise BookKeeperOptionException(f"option ledgers: {part!r} is neither a ledger id nor a qualified name ({exc})") from None
     if not out:
-        raise BookKeeperOptionError("option ledgers names no ledger")
+        raise BookKeeperOptionException("option ledgers names no ledger")
     return out
 
 
@@ -115,15 +116,15 @@ class ReadOptions:
         opts = _canonical(options, READ_OPTIONS, "read")
         table = opts.get("table")
         if table is not None and table not in TABLES:
-            raise BookKeeperOptionError(f"option table={table!r}; allowed: {', '.join(TABLES)}")
+            raise BookKeeperOptionException(f"option table={table!r}; allowed: {', '.join(TABLES)}")
         chosen = [n for n in ("log", "ledgers", "scope") if n in opts]
         if table is None and len(chosen) != 1:
-            raise BookKeeperOptionError("say what to read with exactly one of the options log, ledgers or scope"
+            raise BookKeeperOptionException("say what to read with exactly one of the options log, ledgers or scope"
                                         + (f" (got {', '.join(chosen)})" if chosen else ""))
         start = _int(opts, "startEntry", 0, 0)
         end = _int(opts, "endEntry", None, 0)
         if end is not None and end < start:
-            raise BookKeeperOptionError(f"option endEntry={end} is before startEntry={start}")
+            raise BookKeeperOptionException(f"option endEntry={end} is before startEntry={start}")
         return cls(uri=_uri(opts), log=opts.get("log"),
                    ledgers=parse_ledgers(opts["ledgers"]) if "ledgers" in opts else None,
                    scope=_int(opts, "scope", None, 0), password=opts.get("password", "").encode(),
@@ -154,13 +155,13 @@ class WriteOptions:
         opts = _canonical(options, WRITE_OPTIONS, "write")
         log = opts.get("log") or opts.get("path")
         if not log:
-            raise BookKeeperOptionError("option log is missing: name the log to write to, e.g. .option(\"log\", \"events\")")
+            raise BookKeeperOptionException("option log is missing: name the log to write to, e.g. .option(\"log\", \"events\")")
         check_log_name(log)
         e = _int(opts, "ensembleSize", 3, 1)
         w = _int(opts, "writeQuorum", min(2, e), 1)
         a = _int(opts, "ackQuorum", min(2, w), 1)
         if not 0 < a <= w <= e:
-            raise BookKeeperOptionError(f"quorums must satisfy 0 < ackQuorum <= writeQuorum <= ensembleSize; got "
+            raise BookKeeperOptionException(f"quorums must satisfy 0 < ackQuorum <= writeQuorum <= ensembleSize; got "
                                         f"ensembleSize={e}, writeQuorum={w}, ackQuorum={a}")
         return cls(uri=_uri(opts), log=log, ensemble_size=e, write_quorum=w, ack_quorum=a,
                    digest=_digest(opts) or DigestType.CRC32C, password=opts.get("password", "").encode(),
@@ -170,4 +171,4 @@ class WriteOptions:
 
 def check_log_name(name: str) -> None:
     if not name or "/" in name or name in (".", "..") or len(name) > 200:
-        raise BookKeeperOptionError(f"log name {name!r} is not allowed: 1-200 characters, no '/'")
+        raise BookKeeperOptionException(f"log name {name!r} is not allowed: 1-200 characters, no '/'")

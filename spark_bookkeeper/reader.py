@@ -21,7 +21,6 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from bookie.client.conf import ClientConfiguration
 from bookie.client.distribution_schedule import write_set
 from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
@@ -29,7 +28,7 @@ from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
 from spark_bookkeeper import connections
-from spark_bookkeeper.options import BookKeeperOptionError, ReadOptions
+from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +76,12 @@ def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
 
 def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | None]]:
     """(ledger, log, segment) of everything the read selects."""
-    from spark_bookkeeper.log import LogNotFoundError, read_log
+    from spark_bookkeeper.log import LogNotFoundException, read_log
     if opts.log is not None:
         try:
             segments = read_log(bk.store, opts.log).segments
-        except LogNotFoundError as exc:
-            raise BookKeeperOptionError(f"option log: {exc}") from None
+        except LogNotFoundException as exc:
+            raise BookKeeperOptionException(f"option log: {exc}") from None
         targets = [(s.ledger, opts.log, i) for i, s in enumerate(segments)]
     elif opts.ledgers is not None:
         targets = [(lid, None, None) for lid in opts.ledgers]
@@ -94,15 +93,15 @@ def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | No
 
 
 def _checked_metadata(bk, opts: ReadOptions, ledger: LedgerId) -> LedgerMetadata:
-    from bookie.client.exceptions import BKNoSuchLedgerExistsException
+    from bookie.exceptions import BKNoSuchLedgerExistsException
     try:
         md = bk.ledger_metadata(ledger)
     except BKNoSuchLedgerExistsException:
-        raise BookKeeperOptionError(f"ledger {ledger} does not exist (metadataServiceUri {opts.uri})") from None
+        raise BookKeeperOptionException(f"ledger {ledger} does not exist (metadataServiceUri {opts.uri})") from None
     if md.password != opts.password:
-        raise BookKeeperOptionError(f"wrong password for ledger {ledger}: set option password")
+        raise BookKeeperOptionException(f"wrong password for ledger {ledger}: set option password")
     if opts.digest is not None and opts.digest != md.digest_type:
-        raise BookKeeperOptionError(f"option digest={opts.digest.name.lower()} but ledger {ledger} uses "
+        raise BookKeeperOptionException(f"option digest={opts.digest.name.lower()} but ledger {ledger} uses "
                                     f"{md.digest_type.name.lower()}")
     return md
 

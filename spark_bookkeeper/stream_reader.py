@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from spark_bookkeeper import connections
 from spark_bookkeeper.log import read_log
-from spark_bookkeeper.options import BookKeeperOptionError, ReadOptions
+from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.reader import BookKeeperReader, FragmentMemberPartition, LedgerSlice
 
 
@@ -28,7 +28,7 @@ def _offset(segment: int, entry: int) -> dict:
 class BookKeeperStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ReadOptions, batch_reader: BookKeeperReader):
         if opts.log is None:
-            raise BookKeeperOptionError("a streaming read tails a log: set option log")
+            raise BookKeeperOptionException("a streaming read tails a log: set option log")
         self.opts = opts
         self.batch_reader = batch_reader
         self.target: tuple[int, int] | None = None

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from bookie.client.exceptions import BKException, BKNoSuchLedgerExistsException
+from bookie.exceptions import BKException, BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
 from spark_bookkeeper import connections
-from spark_bookkeeper.log import (LogSegment, LogUnavailableError, claim_for_sweep, commit_batch, finish_running,
+from spark_bookkeeper.log import (LogSegment, LogUnavailableException, claim_for_sweep, commit_batch, finish_running,
                                   read_log_retrying, release_swept, running_writers, touch_running)
-from spark_bookkeeper.options import BookKeeperOptionError, WriteOptions
+from spark_bookkeeper.options import BookKeeperOptionException, WriteOptions
 
 log = logging.getLogger(__name__)
 TAG_LOG, TAG_WRITER, TAG_BATCH = "spark.log", "spark.writer", "spark.batch"
@@ -117,7 +117,7 @@ class BookKeeperWriter(DataSourceArrowWriter):
         unneeded = [s.ledger for s in (replaced if applied else segments)]
         try:
             delete_unlisted(bk, self.opts.log, unneeded)
-        except LogUnavailableError as exc:  # the batch is settled; sweep_uncommitted removes these later
+        except LogUnavailableException as exc:  # the batch is settled; sweep_uncommitted removes these later
             log.warning("log %s: ledgers %s are left for sweep_uncommitted: %s", self.opts.log, unneeded, exc)
         finish_running(bk.store, self.opts.log, self.writer_id)
 
@@ -129,7 +129,7 @@ class BookKeeperWriter(DataSourceArrowWriter):
         listed = [LedgerId(m.scope, m.ledger) for m in messages if m is not None and m.ledger >= 0]
         try:
             delete_unlisted(bk, self.opts.log, listed + self.orphans(bk, batch_id))
-        except LogUnavailableError as exc:
+        except LogUnavailableException as exc:
             log.warning("abort of batch %d of writer %s deletes nothing: %s (sweep_uncommitted removes what no "
                         "commit took in)", batch_id, self.writer_id, exc)
             return
@@ -156,7 +156,7 @@ def delete_ledgers(bk, ledgers) -> list[LedgerId]:
 
 
 def delete_unlisted(bk, log_name: str, ledgers: list[LedgerId]) -> None:
-    """Delete those of ``ledgers`` that the log does not name (read now). LogUnavailableError, having
+    """Delete those of ``ledgers`` that the log does not name (read now). LogUnavailableException, having
     deleted nothing, if the log cannot be read: "could not read" is not "not there"."""
     if ledgers:
         listed = read_log_retrying(bk.store, log_name).ledgers()
@@ -222,7 +222,7 @@ class BookKeeperStreamWriter(BookKeeperWriter, DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions, overwrite: bool):
         if not opts.writer_id:
             if not opts.checkpoint:
-                raise BookKeeperOptionError("a streaming write needs option checkpointLocation (or writerId), so that "
+                raise BookKeeperOptionException("a streaming write needs option checkpointLocation (or writerId), so that "
                                             "a replayed micro-batch can be recognised and written only once")
             opts.writer_id = "stream-" + hashlib.sha1(opts.checkpoint.encode()).hexdigest()[:16]
         super().__init__(opts, overwrite)
@@ -269,7 +269,7 @@ def query_writer_id(batch_df, log_name: str) -> str:
     except Exception:  # Spark Connect sessions have no SparkContext (the error class differs by version)
         query_id = None
     if not query_id:
-        raise BookKeeperOptionError(
+        raise BookKeeperOptionException(
             f"foreach_batch_writer for log {log_name!r} cannot see the streaming query's id here (called outside "
             "writeStream.foreachBatch, or on Spark Connect); pass writer_id=..., a name unique to this query and "
             "the same across its restarts")

@@ -10,7 +10,6 @@ import struct
 import time
 
 import grpc
-import numpy as np
 import pytest
 
 from bookie.client.bookie_client import BookieClient

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from bookie.client.bookie_client import BookieClient
-from bookie.client.exceptions import BKMessageTooLargeException
+from bookie.exceptions import BKMessageTooLargeException
 from bookie.ledger_id import LedgerId
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto import availability, entry_format as ef, status

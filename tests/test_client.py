@@ -1,4 +1,4 @@
-"""The BookKeeper client against real bookie processes and ZooKeeper (reference §10 scenarios)."""
+"""The BookKeeper client against real bookie processes and ZooKeeper (scenarios of BookKeeper's own client tests)."""
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from bookie.client import (BKDuplicateEntryIdException, BKIncorrectParameterException, BKLedgerClosedException,
-                           BKLedgerFencedException, BKNoSuchLedgerExistsException, BKNotEnoughBookiesException,
-                           BKReadException, BKUnauthorizedAccessException, BookKeeper)
-from bookie.client.exceptions import BKException
+from bookie.client import BookKeeper
+from bookie.exceptions import (BKDuplicateEntryIdException, BKException, BKIncorrectParameterException,
+                               BKLedgerClosedException, BKLedgerFencedException, BKNoSuchLedgerExistsException,
+                               BKNotEnoughBookiesException, BKReadException, BKUnauthorizedAccessException)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.server.entry_logger import log_path

@@ -17,9 +17,10 @@ import pytest
 from kazoo.exceptions import ConnectionLoss
 
 from bookie.client import BookKeeper
-from bookie.client import exceptions as bke
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_reader import LedgerReader
+from bookie.exceptions import (BKException, BKIncorrectParameterException, BKLedgerClosedException,
+                               BKLedgerRecoveryException)
 from bookie.meta.ledger_metadata import LedgerState
 
 PW = b"pw"
@@ -118,7 +119,7 @@ def test_close_racing_an_append_never_acknowledges_past_the_closed_end(bk_cluste
         def append():
             try:
                 late["future"] = lh.append_async(b"late")
-            except bke.BKException as exc:
+            except BKException as exc:
                 late["error"] = exc
         thread = threading.Thread(target=append)  # another thread of the application
         thread.start()
@@ -135,11 +136,11 @@ def test_close_racing_an_append_never_acknowledges_past_the_closed_end(bk_cluste
     if "future" in late:
         try:
             entry_id = late["future"].result(DEADLINE)
-        except bke.BKException:
+        except BKException:
             pass
         else:
             assert entry_id <= closed.last_entry_id, f"entry {entry_id} acknowledged past the closed end"
-    assert isinstance(late.get("error"), bke.BKLedgerClosedException)
+    assert isinstance(late.get("error"), BKLedgerClosedException)
 
 
 def test_close_after_failed_appends_records_the_length_through_the_last_entry(bk_cluster):
@@ -150,9 +151,9 @@ def test_close_after_failed_appends_records_the_length_through_the_last_entry(bk
     c.kill_bookie(bookie_index(c, lh.ensemble[0]), signal.SIGKILL)
     futures = [lh.append_async(bytes(100)) for _ in range(4)]
     for future in futures:
-        with pytest.raises(bke.BKException):
+        with pytest.raises(BKException):
             future.result(DEADLINE)
-    with pytest.raises(bke.BKException):
+    with pytest.raises(BKException):
         lh.close()  # reports why the appends failed, after recording the ledger closed
     md = bk.ledger_metadata(lh.ledger_id)
     assert md.state is LedgerState.CLOSED
@@ -178,9 +179,9 @@ def test_an_entry_larger_than_a_bookie_takes_is_refused_clearly_and_loses_nothin
     c, bk = bk_cluster(3)
     lh = bk.create_ledger(3, 2, 2, password=PW)
     lh.append(b"before")
-    with pytest.raises(bke.BKIncorrectParameterException, match="nettyMaxFrameSizeBytes"):
+    with pytest.raises(BKIncorrectParameterException, match="nettyMaxFrameSizeBytes"):
         lh.append(bytes(6 << 20))
-    with pytest.raises(bke.BKIncorrectParameterException, match="nettyMaxFrameSizeBytes"):
+    with pytest.raises(BKIncorrectParameterException, match="nettyMaxFrameSizeBytes"):
         lh.append_batch([b"ok", bytes(6 << 20)])  # refused whole: no entry id is taken
     assert lh.append(b"after") == 1
     lh.close()
@@ -193,7 +194,7 @@ def test_a_message_the_bookie_refuses_for_its_size_is_not_a_bookie_failure(bk_cl
     c, bk = bk_cluster(3, client_conf={"nettyMaxFrameSizeBytes": 16 << 20})
     lh = bk.create_ledger(3, 2, 2, password=PW)
     lh.append(b"before")
-    with pytest.raises(bke.BKException, match="nettyMaxFrameSizeBytes"):
+    with pytest.raises(BKException, match="nettyMaxFrameSizeBytes"):
         lh.append(bytes(8 << 20))
     md = bk.ledger_metadata(lh.ledger_id)
     assert len(md.ensembles) == 1, "a healthy bookie was replaced"
@@ -224,7 +225,7 @@ def test_recovery_without_enough_bookies_names_what_it_needs_and_leaves_the_ledg
         c.kill_bookie(bookie_index(c, bookie_id), signal.SIGKILL)
     with BookKeeper(c.metadata_service_uri, {"addEntryTimeout": 2.0, "readTimeout": 2.0}) as other:
         wait_unregistered(other, [dead, spare])
-        with pytest.raises(bke.BKLedgerRecoveryException) as failure:
+        with pytest.raises(BKLedgerRecoveryException) as failure:
             other.open_ledger(writer.ledger_id, password=PW)
         message = str(failure.value)
         assert dead in message and "Needs 1 more writable bookie" in message and "recovery=False" in message

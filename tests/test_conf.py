@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from bookie.server.conf import ConfigurationError, ServerConfiguration
+from bookie.server.conf import ConfigurationException, ServerConfiguration
 
 
 def test_properties_file_with_bookkeeper_keys(tmp_path, caplog):
@@ -28,10 +28,10 @@ def test_properties_file_with_bookkeeper_keys(tmp_path, caplog):
     ("journalMaxSizeMB", "0", "must be at least 1"),
 ])
 def test_bad_values_name_the_key(key, value, message):
-    with pytest.raises(ConfigurationError, match=message):
+    with pytest.raises(ConfigurationException, match=message):
         ServerConfiguration({key: value})
 
 
 def test_missing_directories_are_explained():
-    with pytest.raises(ConfigurationError, match="journalDirectories is not set"):
+    with pytest.raises(ConfigurationException, match="journalDirectories is not set"):
         ServerConfiguration().journal_dirs

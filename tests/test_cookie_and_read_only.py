@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
+from bookie.exceptions import CookieException, ReadOnlyException
 from bookie.ledger_id import LedgerId
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server.cookie import Cookie, check_cookies, cookie_path, read_cookie
-from bookie.server.exceptions import CookieException, ReadOnlyException
 from bookie.server.ledger_dirs_monitor import disk_usage
 
 KEY = generate_master_key(b"pw")

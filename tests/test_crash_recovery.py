@@ -1,4 +1,4 @@
-"""Guarantee 4: a bookie killed with SIGKILL loses no acknowledged entry (journal replay from LastLogMark)."""
+"""A bookie killed with SIGKILL loses no acknowledged entry (journal replay from LastLogMark)."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ import threading
 import time
 
 from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager
-from bookie.proto import entry_format as ef
 from bookie.server import Bookie, ServerConfiguration
 from tests.conftest import engine_settings
 from tests.helpers.engine_child import PASSWORD, payload_for
@@ -63,7 +63,7 @@ def verify(bookie: Bookie, ledger: LedgerId, acked_ids: set[int]) -> int:
         assert payload.tobytes() == payload_for(ledger, eid), f"entry {eid} differs after restart"
     last = bookie.storage.require(ledger).last_entry_id
     blob, count, _ = bookie.read_entries(ledger, 0, last, max_bytes=1 << 40)
-    ids = [ef.parse_header(frame).entry_id for frame in ef.iter_frames(blob)]
+    ids = [entry_format.parse_header(frame).entry_id for frame in entry_format.iter_frames(blob)]
     assert ids == sorted(set(ids)), "an entry appears twice or out of order in a range read"
     assert count == len(ids)
     assert acked_ids <= set(ids)

@@ -7,7 +7,7 @@ import pytest
 
 from bookie.client.distribution_schedule import is_covered, missing_quorum, stores, write_set
 from bookie.client.ensemble_placement import new_ensemble, replace_bookie
-from bookie.client.exceptions import BKNotEnoughBookiesException
+from bookie.exceptions import BKNotEnoughBookiesException
 
 
 def test_write_sets_round_robin():

@@ -8,9 +8,10 @@ import zlib
 import crc32c
 import pytest
 
+from bookie.exceptions import BKDigestMatchException
 from bookie.ledger_id import LedgerId
-from bookie.proto import entry_format as ef
-from bookie.proto.checksum import MAC_LENGTH, DigestManager, DigestMatchError, DigestType, generate_master_key
+from bookie.proto import entry_format
+from bookie.proto.checksum import MAC_LENGTH, DigestManager, DigestType, generate_master_key
 
 LEDGERS = [LedgerId(0, 12345), LedgerId(0xABCD, (1 << 62) + 7)]
 
@@ -20,7 +21,7 @@ LEDGERS = [LedgerId(0, 12345), LedgerId(0xABCD, (1 << 62) + 7)]
 def test_round_trip_and_flipped_byte(ledger, digest_type):
     dm = DigestManager(ledger, b"secret", digest_type)
     entry = dm.build_entry(3, 2, 100, b"payload bytes")
-    header_len = ef.V1_HEADER_LEN if ledger.scope_id == 0 else ef.V2_HEADER_LEN
+    header_len = entry_format.V1_HEADER_LEN if ledger.scope_id == 0 else entry_format.V2_HEADER_LEN
     assert len(entry) == header_len + MAC_LENGTH[digest_type] + len(b"payload bytes")
     assert (entry[0] >= 0x80) == (ledger.scope_id != 0)  # the first byte tells the formats apart
     header, payload = dm.verify(entry, 3)
@@ -31,13 +32,13 @@ def test_round_trip_and_flipped_byte(ledger, digest_type):
     for position in (header_len - 1, header_len + 1, len(entry) - 1):  # header, digest, payload
         damaged = bytearray(entry)
         damaged[position] ^= 0x01
-        with pytest.raises(DigestMatchError):
+        with pytest.raises(BKDigestMatchException):
             dm.verify(bytes(damaged), 3)
 
 
 def test_digest_values_are_bookkeepers():
     ledger = LedgerId(0, 1)
-    header = ef.V1_HEADER.pack(1, 0, -1, 5)
+    header = entry_format.V1_HEADER.pack(1, 0, -1, 5)
     crc_c = DigestManager(ledger, b"", DigestType.CRC32C).build_entry(0, -1, 5, b"hello")
     assert crc_c[32:36] == crc32c.crc32c(header + b"hello").to_bytes(4, "big")
     crc = DigestManager(ledger, b"", DigestType.CRC32).build_entry(0, -1, 5, b"hello")
@@ -52,11 +53,11 @@ def test_digest_values_are_bookkeepers():
 def test_wrong_ledger_entry_or_password_is_refused():
     dm = DigestManager(LEDGERS[0], b"secret", DigestType.MAC)
     entry = dm.build_entry(4, 3, 10, b"x")
-    with pytest.raises(DigestMatchError, match="expected entry 5"):
+    with pytest.raises(BKDigestMatchException, match="expected entry 5"):
         dm.verify(entry, 5)
-    with pytest.raises(DigestMatchError, match="expected ledger"):
+    with pytest.raises(BKDigestMatchException, match="expected ledger"):
         DigestManager(LedgerId(0, 1), b"secret", DigestType.MAC).verify(entry)
-    with pytest.raises(DigestMatchError, match="digest mismatch"):
+    with pytest.raises(BKDigestMatchException, match="digest mismatch"):
         DigestManager(LEDGERS[0], b"other", DigestType.MAC).verify(entry)
 
 
@@ -65,21 +66,21 @@ def test_lac_blob(ledger):
     dm = DigestManager(ledger, b"pw")
     blob = dm.build_lac(41)
     assert dm.verify_lac(blob) == 41
-    with pytest.raises(DigestMatchError):
+    with pytest.raises(BKDigestMatchException):
         dm.verify_lac(blob[:-1] + bytes([blob[-1] ^ 1]))
 
 
 def test_framed_batch_scan():
     ledger = LEDGERS[1]
     blob, length = DigestManager(ledger, b"pw").build_framed(10, 9, 0, [b"a", b"bb", b"ccc"])
-    ids, offsets, max_lac = ef.scan_batch(blob, ledger, 1 << 20)
+    ids, offsets, max_lac = entry_format.scan_batch(blob, ledger, 1 << 20)
     assert ids.tolist() == [10, 11, 12] and max_lac == 9 and length == 6 and offsets[0] == 0
     with pytest.raises(ValueError, match="belongs to ledger"):
-        ef.scan_batch(blob, LedgerId(0, 1), 1 << 20)
+        entry_format.scan_batch(blob, LedgerId(0, 1), 1 << 20)
     with pytest.raises(ValueError, match="cut short|size"):
-        ef.scan_batch(blob[:-1], ledger, 1 << 20)
+        entry_format.scan_batch(blob[:-1], ledger, 1 << 20)
     with pytest.raises(ValueError, match="allowed"):
-        ef.scan_batch(blob, ledger, 40)
+        entry_format.scan_batch(blob, ledger, 40)
 
 
 def test_128_bit_ids():
@@ -101,18 +102,18 @@ def test_equal_size_frames_scan_like_the_loop(ledger):
     """The vectorized scan of equal-size frames gives the loop's answer, and refuses what it refuses."""
     digest = DigestManager(ledger, b"pw")
     blob, _ = digest.build_framed(100, 98, 0, [bytes([i]) * 50 for i in range(20)])
-    fast = ef.scan_batch(blob, ledger, 1 << 20)
-    slow = ef._scan_frames(blob, ledger, 1 << 20)
+    fast = entry_format.scan_batch(blob, ledger, 1 << 20)
+    slow = entry_format._scan_frames(blob, ledger, 1 << 20)
     assert fast[0].tolist() == slow[0].tolist() == list(range(100, 120))
     assert fast[1].tolist() == slow[1].tolist() and fast[2] == slow[2] == 98
     with pytest.raises(ValueError, match="belongs to ledger"):
-        ef.scan_batch(blob, LedgerId(0, 999), 1 << 20)
+        entry_format.scan_batch(blob, LedgerId(0, 999), 1 << 20)
     damaged = bytearray(blob)
     damaged[4 + 7 if ledger.scope_id == 0 else 4 + 1 + 8 + 7] ^= 0xFF  # the low byte of entry 0's ledger id
     with pytest.raises(ValueError, match="belongs to ledger"):
-        ef.scan_batch(bytes(damaged), ledger, 1 << 20)
+        entry_format.scan_batch(bytes(damaged), ledger, 1 << 20)
     mixed = blob + digest.build_framed(120, 98, 0, [b"longer payload" * 9])[0]  # sizes differ: the loop
-    assert ef.scan_batch(mixed, ledger, 1 << 20)[0].tolist() == list(range(100, 121))
+    assert entry_format.scan_batch(mixed, ledger, 1 << 20)[0].tolist() == list(range(100, 121))
 
 
 @pytest.mark.parametrize("digest_type", list(DigestType))

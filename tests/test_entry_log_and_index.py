@@ -5,11 +5,13 @@ import os
 
 import pytest
 
+from bookie.exceptions import EntryCorruptedException
+from bookie.exceptions import BKDigestMatchException
 from bookie.ledger_id import LedgerId
-from bookie.proto import entry_format as ef, status
-from bookie.proto.checksum import DigestManager, DigestMatchError, generate_master_key
+from bookie.proto import entry_format
+from bookie.proto import status
+from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server.entry_logger import LOG_HEADER_SIZE, log_path
-from bookie.server.exceptions import EntryCorruptedException
 from bookie.server.index import index_path
 from tests.conftest import flip_byte
 
@@ -60,7 +62,7 @@ def test_index_flushes_when_the_ledger_cache_is_full(make_bookie, tmp_path):
     for lid, payloads in written.items():
         blob, count, _ = again.read_entries(lid, 0, 39)
         digest = DigestManager(lid, PASSWORD)
-        assert [digest.verify(f)[1].tobytes() for f in ef.iter_frames(blob)] == payloads
+        assert [digest.verify(f)[1].tobytes() for f in entry_format.iter_frames(blob)] == payloads
 
 
 def _checkpointed(make_bookie, ledger: LedgerId, count: int, entry_id: int):
@@ -91,7 +93,7 @@ def test_flipped_payload_byte_is_caught_by_the_digest(make_bookie):
     ledger = LedgerId(0, 8)
     bookie, path, offset = _checkpointed(make_bookie, ledger, 3, 1)
     flip_byte(path, offset + 32 + 4 + 50, 0x01)  # a payload byte: header 32, crc32c 4
-    with pytest.raises(DigestMatchError):
+    with pytest.raises(BKDigestMatchException):
         DigestManager(ledger, PASSWORD).verify(bookie.read_entry(ledger, 1), 1)
 
 

@@ -7,10 +7,10 @@ import struct
 
 import pytest
 
+from bookie.exceptions import NoEntryException
 from bookie.ledger_id import LedgerId
 from bookie.proto.checksum import DigestManager, generate_master_key
-from bookie.server import journal as jn
-from bookie.server.exceptions import NoEntryException
+from bookie.server import journal
 from bookie.server.last_log_mark import read_last_mark
 from tests.conftest import engine_settings, flip_byte, run_then_sigkill
 from tests.helpers.engine_ops import PASSWORD, payload
@@ -28,7 +28,7 @@ def add(bookie, first: int, count: int, size: int = 100):
 def test_group_commit_puts_queued_adds_in_one_fsync(make_bookie, monkeypatch):
     syncs = []
     real = os.fdatasync
-    monkeypatch.setattr(jn.os, "fdatasync", lambda fd: (syncs.append(fd), real(fd)))
+    monkeypatch.setattr(journal.os, "fdatasync", lambda fd: (syncs.append(fd), real(fd)))
     bookie = make_bookie(journalFlushWhenQueueEmpty=False, journalMaxGroupWaitMSec=200)
     futures = [add(bookie, i * 10, 10) for i in range(50)]
     assert [f.result(10) for f in futures][-1][-1] == 499
@@ -38,15 +38,15 @@ def test_group_commit_puts_queued_adds_in_one_fsync(make_bookie, monkeypatch):
 def test_journal_rolls_and_old_journals_go_after_checkpoint(make_bookie, tmp_path):
     bookie = make_bookie(journalMaxSizeMB=1, journalMaxBackups=1)
     journal_dir = bookie.journal_dirs[0]
-    first_ids = jn.list_journal_ids(journal_dir)
+    first_ids = journal.list_journal_ids(journal_dir)
     for i in range(40):  # 40 x 100 KiB: several 1 MiB journals
         add(bookie, i * 100, 100, size=1024).result(10)
-    ids = jn.list_journal_ids(journal_dir)
+    ids = journal.list_journal_ids(journal_dir)
     assert len(ids) >= 4 and ids[: len(first_ids)] == first_ids
     marks = bookie.checkpoint()
-    assert marks[0].log_id == ids[-1] and marks[0].offset > jn.HEADER_SIZE
+    assert marks[0].log_id == ids[-1] and marks[0].offset > journal.HEADER_SIZE
     assert read_last_mark(bookie.ledger_dirs) == marks[0]
-    assert jn.list_journal_ids(journal_dir) == ids[-2:]  # the mark's journal and journalMaxBackups=1 older
+    assert journal.list_journal_ids(journal_dir) == ids[-2:]  # the mark's journal and journalMaxBackups=1 older
     add(bookie, 4000, 10).result(10)
     later = bookie.checkpoint()
     assert later[0] > marks[0], "LastLogMark did not advance"
@@ -57,8 +57,8 @@ def _journal_with_groups(tmp_path, groups: int):
     settings = engine_settings(tmp_path)
     run_then_sigkill(settings, [["add", 0, 5, 10]] * groups)
     journal_dir = settings["journalDirectories"]
-    (log_id,) = jn.list_journal_ids(journal_dir)
-    path = jn.journal_path(journal_dir, log_id)
+    (log_id,) = journal.list_journal_ids(journal_dir)
+    path = journal.journal_path(journal_dir, log_id)
     return settings, path, group_ends(path)
 
 
@@ -67,12 +67,12 @@ def group_ends(path: str) -> list[int]:
     with open(path, "rb") as f:
         data = f.read()
     ends = []
-    pos = jn.HEADER_SIZE
+    pos = journal.HEADER_SIZE
     while True:
         (length,) = struct.unpack_from(">i", data, pos)
         if length == 0:
             break
-        if length == jn.PADDING_MASK:
+        if length == journal.PADDING_MASK:
             (pad,) = struct.unpack_from(">i", data, pos + 4)
             pos += 8 + pad
             ends.append(pos)
@@ -129,8 +129,8 @@ def test_missing_journal_named_by_last_mark_refuses_to_start(tmp_path, make_book
     settings = engine_settings(tmp_path)
     run_then_sigkill(settings, [["add", 0, 5, 10], ["checkpoint", 0, 0, 0], ["add", 0, 5, 10]])
     mark = read_last_mark([settings["ledgerDirectories"]])
-    os.unlink(jn.journal_path(settings["journalDirectories"], mark.log_id))
-    with pytest.raises(jn.JournalException, match="missing"):
+    os.unlink(journal.journal_path(settings["journalDirectories"], mark.log_id))
+    with pytest.raises(journal.JournalException, match="missing"):
         make_bookie()
 
 

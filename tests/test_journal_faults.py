@@ -20,12 +20,12 @@ import time
 import pytest
 
 from bookie.client.bookie_client import BookieClient
-from bookie.client.exceptions import BKException
+from bookie.exceptions import BKException
+from bookie.exceptions import JournalException
 from bookie.ledger_id import LedgerId
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
-from bookie.server import journal as jn
-from bookie.server.exceptions import JournalException
+from bookie.server import journal
 from bookie.server.journal import LogMark
 from bookie.server.last_log_mark import read_last_mark
 from tests.conftest import engine_settings, flip_byte, run_then_sigkill
@@ -87,9 +87,9 @@ def test_damaged_last_group_of_a_rolled_journal_refuses_to_start(tmp_path, make_
     """A bad end of journal N is not a tail when journal N+1 holds verified groups."""
     settings = engine_settings(tmp_path, journalMaxSizeMB=1)
     run_then_sigkill(settings, [["add", 0, 5, 8000]] * 3)  # ~400 KB each: the third rolls the journal
-    ids = jn.list_journal_ids(settings["journalDirectories"])
+    ids = journal.list_journal_ids(settings["journalDirectories"])
     assert len(ids) == 2, ids
-    first = jn.journal_path(settings["journalDirectories"], ids[0])
+    first = journal.journal_path(settings["journalDirectories"], ids[0])
     ends = group_ends(first)
     flip_byte(first, ends[-2] + 100, 0x04)
     with pytest.raises(JournalException) as refused:
@@ -111,38 +111,38 @@ def test_torn_tail_accepted_once_is_not_held_against_the_next_crash(tmp_path, ma
 # -- hazard: a failed journal fsync ---------------------------------------------------------------
 def test_failed_fsync_fails_every_later_group_and_never_moves_the_mark(make_bookie):
     bookie = make_bookie()
-    journal = bookie.journals[0]
+    bookie_journal = bookie.journals[0]
     bookie.add_entries(LEDGER, KEY, _batch(0, 5)).result(30)
     bookie.checkpoint()
     persisted = read_last_mark(bookie.ledger_dirs)
     bookie.add_entries(LEDGER, KEY, _batch(5, 5)).result(30)
-    mark = journal.last_log_mark
+    mark = bookie_journal.last_log_mark
     held, release = threading.Event(), threading.Event()
-    real = journal._fdatasync
+    real = bookie_journal._fdatasync
 
     def failing_once(fd: int) -> None:
         if held.is_set():
             return real(fd)
         held.set()
         release.wait(60)  # later groups are written and queued behind this fsync meanwhile
-        raise OSError(errno.EIO, "injected journal fsync failure")
+        raise OSError(errno.EIO, "injected bookie_journal fsync failure")
 
-    journal._fdatasync = failing_once
+    bookie_journal._fdatasync = failing_once
     failed = bookie.add_entries(LEDGER, KEY, _batch(10, 5))
     assert held.wait(60)
     later_blobs = [_batch(15, 5), _batch(20, 5)]
     later = [bookie.add_entries(LEDGER, KEY, blob) for blob in later_blobs]
-    _wait_for(lambda: _file_holds(journal._channel.path, later_blobs), "the later groups to be written")
+    _wait_for(lambda: _file_holds(bookie_journal._channel.path, later_blobs), "the later groups to be written")
     release.set()
     for future in [failed, *later]:
         with pytest.raises(JournalException):
             future.result(30)
-    assert journal.last_log_mark == mark, "the LastLogMark moved past a group whose fsync failed"
+    assert bookie_journal.last_log_mark == mark, "the LastLogMark moved past a group whose fsync failed"
     with pytest.raises(JournalException):
         bookie.add_entries(LEDGER, KEY, _batch(25, 5)).result(30)
     assert bookie.journal_failure is not None
     bookie.shutdown()
-    assert read_last_mark(bookie.ledger_dirs) == persisted, "shutdown after a journal failure checkpointed"
+    assert read_last_mark(bookie.ledger_dirs) == persisted, "shutdown after a bookie_journal failure checkpointed"
 
 
 def _answer(send) -> str:
@@ -174,8 +174,8 @@ def test_bookie_whose_journal_fsync_fails_acknowledges_nothing_more_and_exits(cl
         held = client.add(LEDGER, KEY, blobs[0])
         _wait_for((control / "holding").exists, "the journal fsync to be held")
         queued = [client.add(LEDGER, KEY, blob) for blob in blobs[1:]]
-        log_id = jn.list_journal_ids(b.journal_dir)[-1]
-        journal_file = jn.journal_path(b.journal_dir, log_id)
+        log_id = journal.list_journal_ids(b.journal_dir)[-1]
+        journal_file = journal.journal_path(b.journal_dir, log_id)
         _wait_for(lambda: _file_holds(journal_file, blobs), "entries 6 and 7 to be written behind the held fsync")
         with open(control / "release", "w") as fifo:
             fifo.write("fail")
@@ -208,30 +208,31 @@ def test_replay_drops_records_that_could_stop_a_checkpoint(tmp_path, make_bookie
     """A journal written before explicit LAC blobs, master keys and entry ids were checked may hold
     records no index can take; replay drops them with an error, and the bookie checkpoints and
     restarts with everything else."""
-    from bookie.proto import entry_format as ef
+    from bookie.proto import entry_format
     from bookie.server import ServerConfiguration
     from bookie.server.bookie import _key_record
 
     settings = engine_settings(tmp_path)
     make_bookie().shutdown()  # a formatted bookie (cookies), cleanly stopped
-    journal = jn.Journal(settings["journalDirectories"], ServerConfiguration(settings))
-    journal.start()  # a newer journal file, as the older bookie left it
+    older = journal.Journal(settings["journalDirectories"], ServerConfiguration(settings))
+    older.start()  # a newer journal file, as the older bookie left it
     bad_lac, bad_key, far = LedgerId(0, 777777), LedgerId(0, 888888), LedgerId(0, 999999)
     records = [_key_record(LEDGER, KEY), _batch(0, 5),
-               _key_record(bad_lac, KEY), ef.meta_record(bad_lac, ef.METAENTRY_ID_LEDGER_EXPLICITLAC,
-                                                         ef.FRAME.pack(2000) + os.urandom(2000)),
+               _key_record(bad_lac, KEY),
+               entry_format.meta_record(bad_lac, entry_format.METAENTRY_ID_LEDGER_EXPLICITLAC,
+                                        entry_format.FRAME.pack(2000) + os.urandom(2000)),
                _key_record(bad_key, b"k" * 5000),
                _key_record(far, KEY), _batch(2 ** 62, 1, far)]
     done = [threading.Event() for _ in records]
     for record, event in zip(records, done):
-        journal.log(record, lambda error, e=event: e.set())
+        older.log(record, lambda error, e=event: e.set())
     assert all(event.wait(60) for event in done)
-    journal.shutdown()  # no checkpoint: everything is replayed from the journal
+    older.shutdown()  # no checkpoint: everything is replayed from the journal
     with caplog.at_level(logging.ERROR):
         bookie = make_bookie()
     assert _entries_present(bookie) == list(range(5))
     bookie.checkpoint()
-    assert bookie.storage.state(bad_key) is None
+    assert bookie.storage.descriptor(bad_key) is None
     with pytest.raises(Exception, match="no explicit LAC"):
         bookie.explicit_lac(bad_lac)
     dropped = " ".join(r.message for r in caplog.records if r.levelno >= logging.ERROR)

@@ -8,11 +8,11 @@ import pytest
 from google.protobuf import text_format
 from google.protobuf.internal.decoder import _DecodeVarint32
 
-from bookie.client.exceptions import (BKLedgerExistException, BKMetadataVersionException,
-                                      BKNoSuchLedgerExistsOnMetadataServerException, BKZKException)
+from bookie.exceptions import (BKLedgerExistException, BKMetadataVersionException,
+                               BKNoSuchLedgerExistsOnMetadataServerException, BKZKException)
 from bookie.ledger_id import LedgerId
-from bookie.meta import layout as lay
-from bookie.meta import ledger_metadata as lm
+from bookie.meta import layout
+from bookie.meta import ledger_metadata
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
 from bookie.meta.service_uri import MetadataServiceUri
 from bookie.meta.zk_metadata_store import ZKMetadataStore
@@ -20,11 +20,11 @@ from bookie.proto.checksum import DigestType
 from bookie.proto.data_formats_pb2 import LedgerMetadataFormat
 
 
-def metadata(**changes) -> lm.LedgerMetadata:
-    base = lm.LedgerMetadata(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2,
+def metadata(**changes) -> ledger_metadata.LedgerMetadata:
+    base = ledger_metadata.LedgerMetadata(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2,
                              ensembles=((0, ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")),), password=b"pw",
                              custom_metadata=(("owner", b"etl"),))
-    return lm.LedgerMetadata(**{**base.__dict__, **changes})
+    return ledger_metadata.LedgerMetadata(**{**base.__dict__, **changes})
 
 
 @pytest.mark.parametrize("ledger,manager,path", [
@@ -35,24 +35,24 @@ def metadata(**changes) -> lm.LedgerMetadata:
     (LedgerId(0xABC, 0x12), "hierarchical", "/ledgers/scoped/0000/0000/0000/0abc/0000/0000/0000/L0012"),
 ])
 def test_ledger_paths(ledger, manager, path):
-    assert lay.ledger_path("/ledgers", manager, ledger) == path
-    assert lay.parse_ledger_path("/ledgers", path) == ledger
+    assert layout.ledger_path("/ledgers", manager, ledger) == path
+    assert layout.parse_ledger_path("/ledgers", path) == ledger
 
 
 def test_metadata_serde_v3_and_v2():
-    md = metadata(state=lm.LedgerState.CLOSED, last_entry_id=41, length=4200, digest_type=DigestType.MAC)
-    data = lm.serialize(md)
+    md = metadata(state=ledger_metadata.LedgerState.CLOSED, last_entry_id=41, length=4200, digest_type=DigestType.MAC)
+    data = ledger_metadata.serialize(md)
     assert data.startswith(b"BookieMetadataFormatVersion\t3\n")
-    assert lm.parse(data) == md
+    assert ledger_metadata.parse(data) == md
     body = data[len(b"BookieMetadataFormatVersion\t3\n"):]
     size, start = _DecodeVarint32(body, 0)
     assert start + size == len(body)
     fmt = LedgerMetadataFormat.FromString(body[start:])
     assert fmt.quorumSize == 2 and fmt.state == LedgerMetadataFormat.CLOSED and fmt.segment[0].firstEntryId == 0
     v2 = b"BookieMetadataFormatVersion\t2\n" + text_format.MessageToString(fmt).encode()
-    assert lm.parse(v2) == md
+    assert ledger_metadata.parse(v2) == md
     with pytest.raises(ValueError):
-        lm.parse(b"BookieMetadataFormatVersion\t1\nwhatever")
+        ledger_metadata.parse(b"BookieMetadataFormatVersion\t1\nwhatever")
 
 
 def test_service_uri():
@@ -80,11 +80,11 @@ def test_create_read_cas_update_delete(metadata_store):
     assert metadata_store.create_ledger(ledger, md).version == 0  # a resent create with the same token succeeded
     read = metadata_store.read_ledger(ledger)
     assert read.value == md and read.version == 0
-    closed = md.with_state(lm.LedgerState.CLOSED, 9, 900)
+    closed = md.with_state(ledger_metadata.LedgerState.CLOSED, 9, 900)
     assert metadata_store.write_ledger(ledger, closed, 0).version == 1
     with pytest.raises(BKMetadataVersionException):  # a writer with the old version loses
-        metadata_store.write_ledger(ledger, md.with_state(lm.LedgerState.IN_RECOVERY), 0)
-    assert metadata_store.read_ledger(ledger).value.state is lm.LedgerState.CLOSED
+        metadata_store.write_ledger(ledger, md.with_state(ledger_metadata.LedgerState.IN_RECOVERY), 0)
+    assert metadata_store.read_ledger(ledger).value.state is ledger_metadata.LedgerState.CLOSED
     metadata_store.delete_ledger(ledger)
     with pytest.raises(BKNoSuchLedgerExistsOnMetadataServerException):
         metadata_store.read_ledger(ledger)
@@ -117,7 +117,7 @@ def test_ledger_ids_from_zookeeper(metadata_store):
     assert ids == sorted(set(ids)) and ids[0] >= 0
     assert not metadata_store.zk.get_children(f"{metadata_store.root}/idgen")  # id znodes are deleted at once
     long_ids = [ZkLedgerIdGenerator(metadata_store.zk, metadata_store.root).generate_long() for _ in range(3)]
-    assert all(i > lay.MAX_SHORT_ID for i in long_ids) and long_ids == sorted(set(long_ids))
+    assert all(i > layout.MAX_SHORT_ID for i in long_ids) and long_ids == sorted(set(long_ids))
 
 
 def test_watch_sees_updates_and_deletion(metadata_store):
@@ -137,7 +137,7 @@ def test_watch_sees_updates_and_deletion(metadata_store):
 
     stop = metadata_store.watch_ledger(ledger, on_change)
     wait_for(0)
-    metadata_store.write_ledger(ledger, versioned.value.with_state(lm.LedgerState.CLOSED, 0, 1), 0)
+    metadata_store.write_ledger(ledger, versioned.value.with_state(ledger_metadata.LedgerState.CLOSED, 0, 1), 0)
     # A ZooKeeper watch fires once and the value is read afterwards: a version replaced before that
     # read is never seen. So the deletion waits until the update has been.
     wait_for(1)

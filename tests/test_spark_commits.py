@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
-import spark_bookkeeper
-from bookie.client.exceptions import BKNoSuchLedgerExistsException
+from bookie.exceptions import BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
+import spark_bookkeeper
 from spark_bookkeeper import connections
 from spark_bookkeeper import log as log_module
 from spark_bookkeeper.log import read_log
@@ -180,7 +180,7 @@ def test_two_foreach_batch_queries_on_one_log_both_land(spark, shared_cluster, t
 def test_foreach_batch_writer_outside_a_query_asks_for_a_writer_id(spark, shared_cluster):
     uri = shared_cluster.metadata_service_uri
     write_batch = spark_bookkeeper.foreach_batch_writer(uri, f"fb-{uuid.uuid4().hex[:6]}")
-    with pytest.raises(spark_bookkeeper.BookKeeperOptionError, match="writer_id"):
+    with pytest.raises(spark_bookkeeper.BookKeeperOptionException, match="writer_id"):
         write_batch(spark.createDataFrame([(b"x",)], "payload binary"), 0)
 
 
@@ -298,5 +298,5 @@ def test_a_sweep_finishes_one_that_died_between_marking_and_deleting(shared_clus
     assert read_log(bk.store, name).swept == [stray.ledger]
     assert sweep_uncommitted(uri, name, older_than=3600) == [stray.ledger]  # marked: no longer a candidate's age
     assert not exists(bk, stray.ledger)
-    with pytest.raises(log_module.LogNotFoundError):
+    with pytest.raises(log_module.LogNotFoundException):
         read_log(bk.store, name)

@@ -6,7 +6,6 @@ Ledgers are named by id (``-l``), with ``--ledger-scope-id`` for 128-bit ids, or
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from tqdm import tqdm
@@ -14,10 +13,10 @@ from tqdm import tqdm
 from bookie.client import BookKeeper
 from bookie.client import benchmark
 from bookie.client.bookkeeper import as_ledger_id
-from bookie.client.exceptions import BKException
+from bookie.exceptions import BKException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
-from bookie.server.conf import ConfigurationError
+from bookie.server.conf import ConfigurationException
 
 
 def add_ledger_args(parser, required: bool = True) -> None:
@@ -31,7 +30,7 @@ def ledger_of(args) -> LedgerId:
     if args.ledger_qualified_name:
         return LedgerId.from_qualified_name(args.ledger_qualified_name)
     if args.ledgerid is None:
-        raise ConfigurationError("name a ledger: -l ID [--ledger-scope-id S] or --ledger-qualified-name HEX")
+        raise ConfigurationException("name a ledger: -l ID [--ledger-scope-id S] or --ledger-qualified-name HEX")
     return as_ledger_id(args.ledgerid, args.ledger_scope_id)
 
 
@@ -88,7 +87,7 @@ def register_bench(commands, add_uri_args) -> None:
 
 def _client(args) -> BookKeeper:
     if not args.metadata_service_uri:
-        raise ConfigurationError("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
+        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
     return BookKeeper(args.metadata_service_uri, zkConnectTimeout=args.zk_connect_timeout)
 
 
@@ -133,7 +132,7 @@ def run_deleteledger(args, conf) -> int:
     ledger = ledger_of(args)
     if not args.force:
         if not sys.stdin.isatty():
-            raise ConfigurationError("deleteledger asks for confirmation; pass -f to delete without asking")
+            raise ConfigurationException("deleteledger asks for confirmation; pass -f to delete without asking")
         if input(f"Are you sure to delete ledger {ledger}? (Y or N) ").strip().upper() != "Y":
             print("not deleted")
             return 1

@@ -11,9 +11,8 @@ import os
 import sys
 
 from bookie.cli import ledger_commands, server_commands, storage_commands
-from bookie.client.exceptions import BKException
-from bookie.server.conf import ConfigurationError, ServerConfiguration
-from bookie.server.exceptions import BookieException
+from bookie.exceptions import BKException
+from bookie.server.conf import ServerConfiguration
 
 
 def add_conf_args(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)  # connection chatter while ZooKeeper starts
     try:
         return args.run(args, load_conf(args)) or 0
-    except (ConfigurationError, OSError, ValueError, BKException, BookieException, RuntimeError) as exc:
+    # Our errors share one root; OSError is the system's (a missing file, a port in use), and ValueError a bad
+    # argument value that a command parses itself (a hex id, a number).
+    except (BKException, OSError, ValueError) as exc:
         print(f"bk: {exc}", file=sys.stderr)
         return 2
 

@@ -6,7 +6,7 @@ import signal
 import threading
 
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.server.conf import ConfigurationError
+from bookie.server.conf import ConfigurationException
 
 
 def register_top(commands, add_conf_args) -> None:
@@ -72,7 +72,7 @@ def run_local(args, conf) -> int:
 
 def _store(args) -> ZKMetadataStore:
     if not args.metadata_service_uri:
-        raise ConfigurationError("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
+        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
     return ZKMetadataStore(args.metadata_service_uri, connect_timeout=args.zk_connect_timeout)
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 
-from bookie.proto import entry_format as ef
-from bookie.server import journal as jn
-from bookie.server.entry_logger import EntryLogCorruptedError, log_path, scan_entry_log
+from bookie.proto import entry_format
+from bookie.server import journal
+from bookie.server.entry_logger import EntryLogCorruptedException, log_path, scan_entry_log
 from bookie.server.last_log_mark import read_last_mark
 
 
@@ -38,12 +38,12 @@ def run_lastmark(args, conf) -> int:
 
 
 def _describe(record: memoryview) -> str:
-    ledger, eid, _ = ef.peek_meta(record, 0)
-    kind = {ef.METAENTRY_ID_LEDGER_KEY: "ledger key", ef.METAENTRY_ID_FENCE_KEY: "fence",
-            ef.METAENTRY_ID_LEDGER_EXPLICITLAC: "explicit LAC"}.get(eid)
+    ledger, eid, _ = entry_format.peek_meta(record, 0)
+    kind = {entry_format.METAENTRY_ID_LEDGER_KEY: "ledger key", entry_format.METAENTRY_ID_FENCE_KEY: "fence",
+            entry_format.METAENTRY_ID_LEDGER_EXPLICITLAC: "explicit LAC"}.get(eid)
     if kind:
         return f"Ledger: {ledger}  {kind}"
-    header = ef.parse_header(record)
+    header = entry_format.parse_header(record)
     return (f"Ledger: {ledger}  Entry: {eid}  LAC: {header.last_add_confirmed}  Length: {header.length}  "
             f"Size: {len(record)}")
 
@@ -57,11 +57,11 @@ def run_readjournal(args, conf) -> int:
     print(f"Scan journal {log_id:x}.txn in {journal_dir}")
 
     def show(group: memoryview) -> None:
-        for record in jn.iter_records(group):
+        for record in journal.iter_records(group):
             print(_describe(record) + (f"  Data: {bytes(record)!r}" if args.msg else ""))
 
     # Past a corrupt group too, so an operator sees what replay would refuse and what follows it.
-    result = jn.scan_journal(journal_dir, log_id, 0, show, skip_invalid=True)
+    result = journal.scan_journal(journal_dir, log_id, 0, show, skip_invalid=True)
     for corruption in result.skipped:
         print(f"CORRUPT: {corruption}")
     print(f"{result.records} records in {result.groups} groups; end at offset {result.end.offset}")
@@ -75,13 +75,13 @@ def run_readlog(args, conf) -> int:
     print(f"Scan entry log {path}")
     try:
         for offset, entry in scan_entry_log(path):
-            ledger, eid, _ = ef.peek_meta(entry, 0)
+            ledger, eid, _ = entry_format.peek_meta(entry, 0)
             if (args.ledgerid is not None and ledger.ledger_id != args.ledgerid) or \
                     (args.entryid is not None and eid != args.entryid):
                 continue
             print(f"--------- Lid={ledger}, Eid={eid}, ByteOffset={offset}, EntrySize={len(entry)} ---------"
                   + (f"\n{entry!r}" if args.msg else ""))
-    except EntryLogCorruptedError as exc:
+    except EntryLogCorruptedException as exc:
         print(f"entry log is corrupt: {exc}")
         return 1
     return 0

@@ -1,23 +1,12 @@
 """The BookKeeper client: ledgers with quorum writes, ensemble change, fencing and recovery.
 
-``from bookie.client import BookKeeper``. The exceptions load eagerly (the metadata layer raises
-them too); the rest loads on first use, so importing an exception never pulls the client in.
+``from bookie.client import BookKeeper``; its errors are in ``bookie.exceptions`` (root BKException).
 """
-import importlib
+from bookie.client.bookkeeper import BookKeeper
+from bookie.client.conf import ClientConfiguration
+from bookie.client.ledger_entry import LedgerEntry
+from bookie.client.ledger_handle import LedgerHandle, LedgerHandleAdv
+from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
 
-from bookie.client.exceptions import *  # noqa: F401,F403 - BKException and its subclasses
-
-_LAZY = {
-    "BookKeeper": "bookie.client.bookkeeper",
-    "ClientConfiguration": "bookie.client.conf",
-    "LedgerEntry": "bookie.client.ledger_entry",
-    "LedgerHandle": "bookie.client.ledger_handle",
-    "LedgerHandleAdv": "bookie.client.ledger_handle",
-    "ReadOnlyLedgerHandle": "bookie.client.read_only_ledger_handle",
-}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bookie.client' has no attribute {name!r}")
+__all__ = ["BookKeeper", "ClientConfiguration", "LedgerEntry", "LedgerHandle", "LedgerHandleAdv",
+           "ReadOnlyLedgerHandle"]

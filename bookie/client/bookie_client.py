@@ -17,8 +17,8 @@ from typing import Iterator
 
 import grpc
 
-from bookie.client.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
-                                      BKMessageTooLargeException, BKTimeoutException)
+from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
+                               BKMessageTooLargeException, BKTimeoutException)
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc

@@ -16,15 +16,16 @@ import queue
 import threading
 import time
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
-from bookie.client import exceptions as bke
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
 from bookie.client.conf import ClientConfiguration
 from bookie.client.ensemble_placement import new_ensemble
 from bookie.client.ledger_handle import LedgerHandle, LedgerHandleAdv
 from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
+from bookie.exceptions import (BKClientClosedException, BKDigestMatchException, BKIncorrectParameterException,
+                               BKLedgerExistException, BKUnauthorizedAccessException)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.zk_metadata_store import ZKMetadataStore
@@ -44,7 +45,7 @@ def as_ledger_id(ledger, scope_id: int = 0) -> LedgerId:
     try:
         return LedgerId.of(int(ledger), scope_id)
     except (TypeError, ValueError) as exc:
-        raise bke.BKIncorrectParameterException(f"ledger id {ledger!r}: {exc}") from None
+        raise BKIncorrectParameterException(f"ledger id {ledger!r}: {exc}") from None
 
 
 class BookKeeper:
@@ -102,7 +103,7 @@ class BookKeeper:
     def bookie_client(self, bookie: str) -> BookieClient:
         with self._lock:
             if self._closed.is_set():
-                raise bke.BKClientClosedException("the BookKeeper client is closed")
+                raise BKClientClosedException("the BookKeeper client is closed")
             client = self._clients.get(bookie)
             if client is None:
                 client = self._clients[bookie] = BookieClient(bookie, self.conf.readTimeout)
@@ -167,18 +168,18 @@ class BookKeeper:
                 scope_id, bookies):
         if not (isinstance(ensemble_size, int) and isinstance(write_quorum, int) and isinstance(ack_quorum, int)
                 and 0 < ack_quorum <= write_quorum <= ensemble_size):
-            raise bke.BKIncorrectParameterException(
+            raise BKIncorrectParameterException(
                 f"quorums must satisfy 0 < ack_quorum <= write_quorum <= ensemble_size; got ensemble_size="
                 f"{ensemble_size}, write_quorum={write_quorum}, ack_quorum={ack_quorum}")
         if not isinstance(password, bytes):
-            raise bke.BKIncorrectParameterException(f"password must be bytes, not {type(password).__name__}")
+            raise BKIncorrectParameterException(f"password must be bytes, not {type(password).__name__}")
         try:
             digest_type = DigestType.parse(digest)
         except ValueError as exc:
-            raise bke.BKIncorrectParameterException(str(exc)) from None
+            raise BKIncorrectParameterException(str(exc)) from None
         custom = tuple(sorted((str(k), bytes(v)) for k, v in (custom_metadata or {}).items()))
         if bookies is not None and len(bookies) != ensemble_size:
-            raise bke.BKIncorrectParameterException(f"{len(bookies)} bookies given for an ensemble of {ensemble_size}")
+            raise BKIncorrectParameterException(f"{len(bookies)} bookies given for an ensemble of {ensemble_size}")
         ensemble = list(bookies) if bookies is not None else self._pick_ensemble(ensemble_size)
         metadata = LedgerMetadata(ensemble_size=ensemble_size, write_quorum_size=write_quorum, ack_quorum_size=ack_quorum,
                                   ensembles=((0, tuple(ensemble)),), password=password, digest_type=digest_type,
@@ -188,7 +189,7 @@ class BookKeeper:
             try:
                 versioned = self.store.create_ledger(lid, metadata)
                 break
-            except bke.BKLedgerExistException:
+            except BKLedgerExistException:
                 if ledger_id is not None:
                     raise
         return cls(self, lid, versioned, password)
@@ -202,9 +203,9 @@ class BookKeeper:
         versioned = self.store.read_ledger(lid)
         md = versioned.value
         if md.password != password:
-            raise bke.BKUnauthorizedAccessException(f"wrong password for ledger {lid}")
+            raise BKUnauthorizedAccessException(f"wrong password for ledger {lid}")
         if digest is not None and DigestType.parse(digest) != md.digest_type and not self.conf.enableDigestTypeAutodetection:
-            raise bke.BKDigestMatchException(f"ledger {lid} uses digest {md.digest_type.name.lower()}, not {digest}")
+            raise BKDigestMatchException(f"ledger {lid} uses digest {md.digest_type.name.lower()}, not {digest}")
         if recovery and not md.is_closed:
             versioned = ledger_recovery.recover(self, lid, versioned, password)
         return ReadOnlyLedgerHandle(self, lid, versioned, password)
@@ -227,7 +228,7 @@ class BookKeeper:
         self._closed.set()
         for handle in list(self._writers):
             with handle._lock:
-                failed = handle._fail(bke.BKClientClosedException(f"client closed with appends to ledger {handle.ledger} pending"))
+                failed = handle._fail(BKClientClosedException(f"client closed with appends to ledger {handle.ledger} pending"))
             self.fail_all(failed)
         self._completions.put(_STOP)
         self._completion_thread.join()

@@ -1,7 +1,9 @@
-"""Client configuration: BookKeeper's ClientConfiguration keys and defaults (reference §8)."""
+"""Client configuration: BookKeeper's ClientConfiguration keys and defaults."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+
+from bookie.exceptions import ConfigurationException
 
 
 @dataclass
@@ -27,5 +29,5 @@ class ClientConfiguration:
         merged = {**(values or {}), **overrides}
         unknown = sorted(set(merged) - names)
         if unknown:
-            raise ValueError(f"unknown client configuration keys {unknown}; allowed: {sorted(names)}")
+            raise ConfigurationException(f"unknown client configuration keys {unknown}; allowed: {sorted(names)}")
         return cls(**merged)

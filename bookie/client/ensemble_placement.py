@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from bookie.client.exceptions import BKNotEnoughBookiesException
+from bookie.exceptions import BKNotEnoughBookiesException
 
 
 def new_ensemble(writable: list[str], ensemble_size: int, exclude: set[str] = frozenset()) -> list[str]:

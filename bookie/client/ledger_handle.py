@@ -1,4 +1,4 @@
-"""Writing a ledger (LedgerHandle, PendingAddOp, the ensemble change of reference §3.2–3.4).
+"""Writing a ledger (LedgerHandle, PendingAddOp, the ensemble change of LedgerHandle.ensembleChangeLoop).
 
 An append takes the next entry id, is framed with the current LAC and length, and joins the outbox
 of every bookie of its write set. Each bookie gets its entries in batches on its add stream: a batch
@@ -25,17 +25,21 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from bookie.client import exceptions as bke
 from bookie.client.distribution_schedule import write_set
 from bookie.client.ensemble_placement import replace_bookie
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
-from bookie.client.metadata_update_loop import doubt_window, update_ledger_metadata
+from bookie.exceptions import (BKDuplicateEntryIdException, BKException, BKIllegalOpException,
+                               BKIncorrectParameterException, BKLedgerClosedException, BKLedgerFencedException,
+                               BKMessageTooLargeException, BKMetadataVersionException,
+                               BKNotEnoughBookiesException, BKReadException, BKTimeoutException,
+                               BKUnauthorizedAccessException, BKWriteException, from_status)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.meta.metadata_store import Versioned
-from bookie.proto import entry_format as ef
+from bookie.meta.metadata_update_loop import doubt_window, update_ledger_metadata
+from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
 
@@ -111,7 +115,7 @@ class LedgerHandle(Handle):
         self.confirmed_length = length  # through the LAC: what close records
         # The largest add message a bookie takes; each message's framed entries stay within it.
         self.max_message_entries = self.conf.nettyMaxFrameSizeBytes - ADD_REQUEST_RESERVE
-        self.max_payload = self.max_message_entries - ef.FRAME_LEN - self.digest.header_len - self.digest.mac_length
+        self.max_payload = self.max_message_entries - entry_format.FRAME_LEN - self.digest.header_len - self.digest.mac_length
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._pending: deque[PendingAdd] = deque()
@@ -121,7 +125,7 @@ class LedgerHandle(Handle):
         self._failed: set[int] = set()  # ensemble indexes waiting to be replaced
         self._changing = False
         self._ensemble_changes = 0
-        self._error: bke.BKException | None = None  # set once the handle can take no more adds
+        self._error: BKException | None = None  # set once the handle can take no more adds
         self._closing: Future | None = None  # set when close starts: from then on appends fail
         self._closed = False
         self._last_add_time = time.monotonic()
@@ -133,7 +137,7 @@ class LedgerHandle(Handle):
         return self._closed
 
     @property
-    def error(self) -> bke.BKException | None:
+    def error(self) -> BKException | None:
         """Why the handle can take no more appends (None while it can)."""
         return self._error
 
@@ -151,7 +155,7 @@ class LedgerHandle(Handle):
         are acknowledged. The cheap way to append a lot: one pending operation per batch, not per entry."""
         payloads = list(payloads)
         if not payloads:
-            raise bke.BKIncorrectParameterException(f"ledger {self.ledger}: append_batch of no entries")
+            raise BKIncorrectParameterException(f"ledger {self.ledger}: append_batch of no entries")
         return self._add(None, payloads, batch=True)
 
     def _add(self, entry_id: int | None, payloads: list, batch: bool = False) -> Future:
@@ -180,16 +184,16 @@ class LedgerHandle(Handle):
         """Where to cut ``payloads`` so that each piece fits one add message (at most ``maxBatchEntries``
         entries and the bookie's ``nettyMaxFrameSizeBytes``); checks every payload first, so a bad one
         is refused before any entry id is taken."""
-        overhead = ef.FRAME_LEN + self.digest.header_len + self.digest.mac_length
+        overhead = entry_format.FRAME_LEN + self.digest.header_len + self.digest.mac_length
         budget, max_entries = self.max_message_entries, self.conf.maxBatchEntries
         cuts, size, count = [0], 0, 0
         for k, payload in enumerate(payloads):
             if not isinstance(payload, (bytes, bytearray, memoryview)):
-                raise bke.BKIncorrectParameterException(
+                raise BKIncorrectParameterException(
                     f"ledger {self.ledger}: a payload is bytes, not {type(payload).__name__}")
             n = len(payload)
             if n > self.max_payload:
-                raise bke.BKIncorrectParameterException(
+                raise BKIncorrectParameterException(
                     f"ledger {self.ledger}: an entry of {n} bytes is larger than a bookie takes: at most "
                     f"{self.max_payload} bytes fit in one add message (nettyMaxFrameSizeBytes = "
                     f"{self.conf.nettyMaxFrameSizeBytes}); split the payload, or raise nettyMaxFrameSizeBytes on the "
@@ -239,7 +243,7 @@ class LedgerHandle(Handle):
         if self._error is not None:
             raise type(self._error)(str(self._error))
         if self._closing is not None:
-            raise bke.BKLedgerClosedException(f"ledger {self.ledger} is "
+            raise BKLedgerClosedException(f"ledger {self.ledger} is "
                                               f"{'closed' if self._closed else 'being closed'}: no more appends")
 
     def _take_sendable(self) -> list[_Batch]:
@@ -268,7 +272,7 @@ class LedgerHandle(Handle):
             blob = b"".join(op.parts[batch.index] for op in batch.ops)
             try:
                 future = self.bk.bookie_client(batch.bookie).add(self.ledger, self.master_key, blob, self.recovery)
-            except bke.BKException as exc:
+            except BKException as exc:
                 self._batch_failed(batch, exc)
                 continue
             future.add_done_callback(lambda f, b=batch: self._batch_done(b, f))
@@ -276,12 +280,12 @@ class LedgerHandle(Handle):
     def _batch_done(self, batch: _Batch, future: Future) -> None:
         try:
             response = future.result()
-        except bke.BKException as exc:
+        except BKException as exc:
             self._batch_failed(batch, exc)
             return
         if response.status != status.EOK:
-            self._batch_failed(batch, bke.from_status(
-                response.status, bke.BKWriteException,
+            self._batch_failed(batch, from_status(
+                response.status, BKWriteException,
                 f"add of entries {batch.ops[0].entry_id}..{batch.ops[-1].last_id} of ledger {self.ledger} "
                 f"to bookie {batch.bookie}: {response.message}"))
             return
@@ -303,15 +307,15 @@ class LedgerHandle(Handle):
         inflight.remove(batch)
         return self.ensemble[batch.index] == batch.bookie
 
-    def _batch_failed(self, batch: _Batch, error: bke.BKException) -> None:
+    def _batch_failed(self, batch: _Batch, error: BKException) -> None:
         with self._lock:
             if not self._retire(batch) or self._error is not None or self.bk.closed:
                 return  # stale, already failed, or the client is shutting down (its streams are cancelled)
-            if isinstance(error, (bke.BKLedgerFencedException, bke.BKUnauthorizedAccessException)):
-                failed = self._fail(bke.BKLedgerFencedException(
+            if isinstance(error, (BKLedgerFencedException, BKUnauthorizedAccessException)):
+                failed = self._fail(BKLedgerFencedException(
                     f"ledger {self.ledger} was fenced (bookie {batch.bookie}: {error}): another client opened it "
                     "for recovery; this writer can add nothing more"))
-            elif isinstance(error, bke.BKMessageTooLargeException):
+            elif isinstance(error, BKMessageTooLargeException):
                 # The bookie is healthy; replacing it would only move the same refusal to the next one.
                 failed = self._fail(error)
             else:
@@ -344,7 +348,7 @@ class LedgerHandle(Handle):
             self._changed.notify_all()
         return done
 
-    def _fail(self, error: bke.BKException) -> list[tuple[PendingAdd, Exception]]:
+    def _fail(self, error: BKException) -> list[tuple[PendingAdd, Exception]]:
         """Stop the handle: every pending add fails with ``error`` (caller holds the lock)."""
         self._error = error
         failed = [(op, error) for op in self._pending if op.future is not None]
@@ -371,18 +375,18 @@ class LedgerHandle(Handle):
             try:
                 self._ensemble_changes += 1
                 if self._ensemble_changes > self.conf.maxNumEnsembleChanges:
-                    raise bke.BKWriteException(f"ledger {self.ledger}: more than maxNumEnsembleChanges ensemble changes")
+                    raise BKWriteException(f"ledger {self.ledger}: more than maxNumEnsembleChanges ensemble changes")
                 new = list(old)
                 dead = {old[j] for j in failed}
                 for i in sorted(failed):
                     try:  # a recently failed (quarantined) bookie only if nothing else will do
                         new[i] = replace_bookie(self.bk.writable_bookies(), new, dead | self.bk.quarantined())
-                    except bke.BKNotEnoughBookiesException:
+                    except BKNotEnoughBookiesException:
                         new[i] = replace_bookie(self.bk.writable_bookies(), new, dead)
                 versioned = self._record_ensemble(start, tuple(new))
-            except bke.BKException as exc:
-                if isinstance(exc, bke.BKNotEnoughBookiesException):
-                    exc = bke.BKNotEnoughBookiesException(
+            except BKException as exc:
+                if isinstance(exc, BKNotEnoughBookiesException):
+                    exc = BKNotEnoughBookiesException(
                         f"ledger {self.ledger}: cannot replace failed bookie(s) {', '.join(sorted(dead))} of ensemble "
                         f"{', '.join(old)} from entry {start} on: {exc}. Needs {len(failed)} more writable bookie(s) "
                         "outside that ensemble")
@@ -412,10 +416,10 @@ class LedgerHandle(Handle):
 
         def transform(md: LedgerMetadata) -> LedgerMetadata:
             if md.state is LedgerState.IN_RECOVERY:
-                raise bke.BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client: "
+                raise BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client: "
                                                   "this writer can add nothing more")
             if md.state is LedgerState.CLOSED:
-                raise bke.BKLedgerClosedException(f"ledger {self.ledger} was closed by another client")
+                raise BKLedgerClosedException(f"ledger {self.ledger} was closed by another client")
             return md.with_ensemble(start, new)
 
         return update_ledger_metadata(self.bk.store, self.ledger, self._versioned,
@@ -428,7 +432,7 @@ class LedgerHandle(Handle):
             for inflight in self._inflight:
                 stale += [b for b in inflight if now - b.sent > self.conf.addEntryTimeout]
         for batch in stale:
-            self._batch_failed(batch, bke.BKTimeoutException(
+            self._batch_failed(batch, BKTimeoutException(
                 f"bookie {batch.bookie} did not acknowledge entries {batch.ops[0].entry_id}.. of ledger {self.ledger} "
                 f"within addEntryTimeout {self.conf.addEntryTimeout:.1f} s"))
 
@@ -449,14 +453,14 @@ class LedgerHandle(Handle):
         for bookie in ensemble or list(self.ensemble):
             try:
                 self.bk.bookie_client(bookie).write_lac(self.ledger, self.master_key, lac, body)
-            except bke.BKException as exc:
+            except BKException as exc:
                 log.warning("explicit LAC of ledger %s to bookie %s failed: %s", self.ledger, bookie, exc)
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, first: int, last: int) -> list[LedgerEntry]:
         """Entries ``first..last`` (up to the LAC) of this ledger."""
         if first < 0 or last < first or last > self.last_add_confirmed:
-            raise bke.BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
+            raise BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
                                       f"0..{self.last_add_confirmed}")
         return self.reader.read_range(self.metadata, first, last)
 
@@ -471,7 +475,7 @@ class LedgerHandle(Handle):
             while self._pending and self._error is None:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise bke.BKTimeoutException(f"ledger {self.ledger}: {len(self._pending)} appends still pending")
+                    raise BKTimeoutException(f"ledger {self.ledger}: {len(self._pending)} appends still pending")
                 self._changed.wait(left)
 
     def close(self) -> None:
@@ -508,7 +512,7 @@ class LedgerHandle(Handle):
 
         def transform(md: LedgerMetadata) -> LedgerMetadata:
             if md.state is LedgerState.IN_RECOVERY:
-                raise bke.BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client; "
+                raise BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client; "
                                                   "this writer cannot close it")
             return md.with_state(LedgerState.CLOSED, lac, length)
 
@@ -516,7 +520,7 @@ class LedgerHandle(Handle):
                                            transform, doubt_window(self.conf))
         md = versioned.value
         if (md.last_entry_id, md.length) != (lac, length):
-            raise bke.BKMetadataVersionException(
+            raise BKMetadataVersionException(
                 f"ledger {self.ledger} was closed by another client at entry {md.last_entry_id} (length {md.length}); "
                 f"this writer had {lac} (length {length})" + (f": {error}" if error else ""))
         self._versioned = versioned
@@ -532,22 +536,22 @@ class LedgerHandleAdv(LedgerHandle):
     """
 
     def append_async(self, payload: bytes) -> Future:
-        raise bke.BKIllegalOpException(f"ledger {self.ledger} was created with create_ledger_adv: use add_entry(entry_id, payload)")
+        raise BKIllegalOpException(f"ledger {self.ledger} was created with create_ledger_adv: use add_entry(entry_id, payload)")
 
     def add_entry(self, entry_id: int, payload: bytes) -> int:
         return self.add_entry_async(entry_id, payload).result()
 
     def add_entry_async(self, entry_id: int, payload: bytes) -> Future:
         if not isinstance(entry_id, int) or entry_id < 0:
-            raise bke.BKIncorrectParameterException(f"entry id {entry_id!r} is not a non-negative integer")
+            raise BKIncorrectParameterException(f"entry id {entry_id!r} is not a non-negative integer")
         return self._add(entry_id, [payload])
 
     def append_batch(self, payloads) -> Future:
-        raise bke.BKIllegalOpException(f"ledger {self.ledger} was created with create_ledger_adv: use add_entry(entry_id, payload)")
+        raise BKIllegalOpException(f"ledger {self.ledger} was created with create_ledger_adv: use add_entry(entry_id, payload)")
 
     def _next_entry_id(self, entry_id: int | None, count: int) -> int:
         if entry_id <= self.last_add_confirmed or any(op.entry_id == entry_id for op in self._pending):
-            raise bke.BKDuplicateEntryIdException(f"ledger {self.ledger}: entry {entry_id} was already added")
+            raise BKDuplicateEntryIdException(f"ledger {self.ledger}: entry {entry_id} was already added")
         self.last_add_pushed = max(self.last_add_pushed, entry_id)
         return entry_id
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 from bookie.client.distribution_schedule import is_covered, write_set
 from bookie.client.ledger_entry import LedgerEntry
-from bookie.client.exceptions import (BKDigestMatchException, BKException, BKLedgerRecoveryException,
-                                      BKNoSuchEntryException, BKReadException, BKUnauthorizedAccessException)
+from bookie.exceptions import (BKDigestMatchException, BKException, BKLedgerRecoveryException,
+                               BKNoSuchEntryException, BKReadException, BKUnauthorizedAccessException)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 from bookie.proto import status
-from bookie.proto.checksum import DigestManager, DigestMatchError
+from bookie.proto.checksum import DigestManager
 
 log = logging.getLogger(__name__)
 NO_ENTRY = (status.ENOENTRY, status.ENOLEDGER)
@@ -80,7 +80,7 @@ class LedgerReader:
                 if response.status == status.EOK:
                     try:
                         return self.digest.verify(response.body, entry_id)
-                    except DigestMatchError as exc:
+                    except BKDigestMatchException as exc:
                         digest_bad += 1
                         errors.append(f"{bookie}: {exc}")
                         log.warning("entry %d of ledger %s from bookie %s: %s; trying another replica",
@@ -160,7 +160,7 @@ class LedgerReader:
                                     "another replica", self.ledger, entry_id, bookie)
                     elif first <= entry_id <= last:
                         result[entry_id - base] = LedgerEntry(lid, entry_id, payload)
-        except (BKException, DigestMatchError) as exc:
+        except BKException as exc:  # a bookie failure or a bad copy (BKDigestMatchException)
             return str(exc)
         return None
 
@@ -186,7 +186,7 @@ class LedgerReader:
                     try:
                         payload = self.digest.verify(frame, entry_id)[1].tobytes()
                         break
-                    except DigestMatchError as exc:
+                    except BKDigestMatchException as exc:
                         problems.append(f"{ensemble[i]}: {exc}")
                 elif covered >= entry_id:
                     no_entry += 1
@@ -212,8 +212,8 @@ class LedgerReader:
                     return frames, last, None
                 if message.status != status.EOK:
                     return frames, covered, f"{status.name_of(message.status)} {message.message}"
-                for frame in ef.iter_frames(message.entries):
-                    frames[ef.peek_ids(frame, 0)[2]] = bytes(frame)
+                for frame in entry_format.iter_frames(message.entries):
+                    frames[entry_format.peek_ids(frame, 0)[2]] = bytes(frame)
                 covered = message.lastEntryIdCovered
         except BKException as exc:
             return frames, covered, str(exc)
@@ -251,7 +251,7 @@ class LedgerReader:
                     if candidate.lac > best.lac:
                         best = candidate
                 known.add(i)
-            except DigestMatchError as exc:
+            except BKDigestMatchException as exc:
                 problems.append(f"{ensemble[i]}: {exc}")
         if not is_covered(known, E, WQ, AQ):
             raise BKLedgerRecoveryException(

@@ -1,4 +1,4 @@
-"""Opening a ledger with recovery (LedgerOpenOp + LedgerRecoveryOp, reference §3.5).
+"""Opening a ledger with recovery (LedgerOpenOp + LedgerRecoveryOp, ReadLastConfirmedOp).
 
 1. Metadata OPEN -> IN_RECOVERY (CAS): the old writer's ensemble changes now fail.
 2. Fence every bookie of the last ensemble and read its last entry; accept the answers only under
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 
-from bookie.client import exceptions as bke
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_reader import LedgerReader
-from bookie.client.metadata_update_loop import doubt_window, update_ledger_metadata
+from bookie.exceptions import BKException, BKLedgerRecoveryException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.meta.metadata_store import Versioned
+from bookie.meta.metadata_update_loop import doubt_window, update_ledger_metadata
 from bookie.proto.checksum import DigestManager, generate_master_key
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password
             if payloads:
                 try:
                     handle.append_batch(payloads)
-                except bke.BKException:
+                except BKException:
                     if handle.error is None:
                         raise
                     break  # re-replication failed: reported below, with what the ledger needs
@@ -60,7 +60,7 @@ def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password
         handle.drain()
         error = handle.error
         if error is not None:
-            raise bke.BKLedgerRecoveryException(
+            raise BKLedgerRecoveryException(
                 f"recovery of ledger {ledger} could not re-replicate the entries after {lac}: {error}. "
                 f"The ledger stays IN_RECOVERY; entries 0..{lac} can be read with recovery=False meanwhile, "
                 "and opening it again recovers it once enough bookies are writable")
@@ -83,8 +83,8 @@ def _length_at(reader: LedgerReader, md: LedgerMetadata, lac: int) -> int:
         return 0
     try:
         return reader.read_verified(md, lac)[0].length
-    except bke.BKException as exc:
-        raise bke.BKLedgerRecoveryException(f"recovery of ledger {reader.ledger}: cannot read entry {lac} "
+    except BKException as exc:
+        raise BKLedgerRecoveryException(f"recovery of ledger {reader.ledger}: cannot read entry {lac} "
                                             f"(its LAC): {exc}") from None
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import concurrent.futures as cf
 import time
 
-from bookie.client import exceptions as bke
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
+from bookie.exceptions import BKDigestMatchException, BKException, BKIllegalOpException, BKReadException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.metadata_store import Versioned
 from bookie.proto import status
-from bookie.proto.checksum import DigestManager, DigestMatchError
+from bookie.proto.checksum import DigestManager
 
 
 class ReadOnlyLedgerHandle(Handle):
@@ -55,7 +55,7 @@ class ReadOnlyLedgerHandle(Handle):
         if last > self.last_add_confirmed:
             self.read_last_add_confirmed()
         if first < 0 or last < first or last > self.last_add_confirmed:
-            raise bke.BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
+            raise BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
                                       f"0..{self.last_add_confirmed}")
         return self.reader.read_range(self.metadata, first, last)
 
@@ -74,7 +74,7 @@ class ReadOnlyLedgerHandle(Handle):
         for future in cf.as_completed(futures, timeout=timeout + self.bk.conf.readTimeout):
             try:
                 response = future.result()
-            except bke.BKException:
+            except BKException:
                 continue
             if response.status != status.EOK or response.maxLAC < entry_id:
                 continue
@@ -83,7 +83,7 @@ class ReadOnlyLedgerHandle(Handle):
                 try:
                     payload = self.digest.verify(response.body, entry_id)[1].tobytes()
                     return self.last_add_confirmed, LedgerEntry(self.ledger_id, entry_id, payload)
-                except DigestMatchError:
+                except BKDigestMatchException:
                     pass
             return self.last_add_confirmed, self.read(entry_id, entry_id)[0]
         if time.monotonic() < deadline:
@@ -91,7 +91,7 @@ class ReadOnlyLedgerHandle(Handle):
         return self.last_add_confirmed, None
 
     def append(self, payload: bytes) -> int:
-        raise bke.BKIllegalOpException(f"ledger {self.ledger} is open read-only")
+        raise BKIllegalOpException(f"ledger {self.ledger} is open read-only")
 
     append_async = append
 

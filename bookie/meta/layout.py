@@ -1,4 +1,4 @@
-"""Where things live in ZooKeeper: BookKeeper's layout under the ledgers root (reference §2.3).
+"""Where things live in ZooKeeper: BookKeeper's layout under the ledgers root (BookKeeperConstants, the ledger managers' paths).
 
 Ledger znodes, scope 0 (BookKeeper's ledger managers):
 - flat: ``<root>/L%010d``;

@@ -1,4 +1,4 @@
-"""Ledger ids from ZooKeeper (ZkLedgerIdGenerator, LongZkLedgerIdGenerator; reference §2.3).
+"""Ledger ids from ZooKeeper (ZkLedgerIdGenerator, LongZkLedgerIdGenerator).
 
 An EPHEMERAL_SEQUENTIAL ``<root>/idgen/ID-`` znode gives the id (its sequence number) and is deleted
 at once. Past Integer.MAX_VALUE, ids come from ``<root>/idgen-long/HOB-<high 32 bits>/ID-<seq>``:

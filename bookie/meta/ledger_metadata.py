@@ -1,4 +1,4 @@
-"""Ledger metadata (LedgerMetadata) and its znode format (LedgerMetadataSerDe, reference §2.1–2.2).
+"""Ledger metadata (LedgerMetadata) and its znode format (LedgerMetadataSerDe).
 
 Written as format version 3: ``"BookieMetadataFormatVersion\\t3\\n"`` + a varint-length-delimited
 binary ``LedgerMetadataFormat``. Version 2 (the same message in protobuf text format) is read too.

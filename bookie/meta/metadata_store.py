@@ -13,7 +13,6 @@ from typing import Callable, Generic, Iterator, TypeVar
 
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
-from bookie.server.cookie import Cookie
 
 T = TypeVar("T")
 
@@ -22,9 +21,11 @@ T = TypeVar("T")
 class Versioned(Generic[T]):
     value: T
     version: int
+    mtime: int = 0  # when it last changed (ms since the epoch), where the store knows it
 
 
 class MetadataStore(abc.ABC):
+    root: str  # where the cluster's metadata lives (``/ledgers``), for messages
     # -- cluster -------------------------------------------------------------------------------------
     @abc.abstractmethod
     def init_new_cluster(self) -> bool:
@@ -76,15 +77,40 @@ class MetadataStore(abc.ABC):
     def watch_bookies(self, callback: Callable[[list[str], list[str]], None]) -> None:
         """Call ``callback(writable, read_only)`` now and whenever either set changes."""
 
+    # Cookies are opaque versioned bytes here; the bookie's cookie.py encodes them (RegistrationManager).
     @abc.abstractmethod
-    def read_cookie(self, bookie_id: str) -> Versioned[Cookie] | None: ...
+    def cookie_location(self, bookie_id: str) -> str:
+        """Where the bookie's cookie is kept, for messages."""
 
     @abc.abstractmethod
-    def write_cookie(self, bookie_id: str, cookie: Cookie, version: int | None) -> None:
+    def read_cookie(self, bookie_id: str) -> Versioned[bytes] | None: ...
+
+    @abc.abstractmethod
+    def write_cookie(self, bookie_id: str, cookie: bytes, version: int | None) -> None:
         """Create (``version`` None) or CAS-update a bookie's cookie."""
 
     @abc.abstractmethod
     def delete_cookie(self, bookie_id: str) -> None: ...
+
+    # -- plain nodes, for the layers above (e.g. the Spark connector's logs) ---------------------------
+    # Paths are relative to the root. Conflicts are BKMetadataVersionException; a lost connection is
+    # BKZKConnectionLossException (the change may or may not have been applied).
+    @abc.abstractmethod
+    def read_node(self, path: str) -> Versioned[bytes] | None:
+        """The node's data, version and mtime; None if there is no such node."""
+
+    @abc.abstractmethod
+    def write_node(self, path: str, data: bytes, version: int | None) -> Versioned[bytes]:
+        """Create (``version`` None; parents too), compare-and-set (``version`` >= 0; a node deleted
+        meanwhile is a conflict too), or set whatever its version, creating it if missing (``version`` -1)."""
+
+    @abc.abstractmethod
+    def delete_node(self, path: str, version: int = -1) -> bool:
+        """Delete (at ``version``, or any with -1); False if it was not there or still has children."""
+
+    @abc.abstractmethod
+    def node_children(self, path: str) -> list[str]:
+        """Names of the node's children, sorted; [] if there is no such node."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -5,25 +5,24 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable, Iterator
+from typing import Iterator
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError, NoNodeError,
-                              OperationTimeoutError, SessionExpiredError)
+                              NotEmptyError, OperationTimeoutError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from bookie.client.exceptions import (BKLedgerExistException, BKMetadataSerializationException,
-                                      BKMetadataVersionException, BKNoSuchLedgerExistsOnMetadataServerException,
-                                      BKZKConnectionLossException, BKZKException)
+from bookie.exceptions import (BKLedgerExistException, BKMetadataSerializationException,
+                               BKMetadataVersionException, BKNoSuchLedgerExistsOnMetadataServerException,
+                               BKZKConnectionLossException, BKZKException)
 from bookie.ledger_id import LedgerId
-from bookie.meta import layout as lay
-from bookie.meta import ledger_metadata as lm
+from bookie.meta import layout
+from bookie.meta import ledger_metadata
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
 from bookie.meta.metadata_store import MetadataStore, Versioned
 from bookie.meta.service_uri import MetadataServiceUri
 from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
-from bookie.server.cookie import Cookie
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +60,8 @@ class ZKMetadataStore(MetadataStore):
         """The ledger manager of the cluster's LAYOUT (hierarchical for a cluster without one)."""
         if self._manager is None:
             try:
-                data, _ = self.zk.get(self._path(lay.LAYOUT_ZNODE))
-                found = lay.LedgerLayout.decode(data).manager
+                data, _ = self.zk.get(self._path(layout.LAYOUT_ZNODE))
+                found = layout.LedgerLayout.decode(data).manager
             except NoNodeError:
                 found = self.uri.layout or "hierarchical"
             if self.uri.layout and self.uri.layout != found:
@@ -72,7 +71,7 @@ class ZKMetadataStore(MetadataStore):
         return self._manager
 
     def ledger_path(self, ledger: LedgerId) -> str:
-        return lay.ledger_path(self.root, self.manager, ledger)
+        return layout.ledger_path(self.root, self.manager, ledger)
 
     def _zk_error(self, what: str, exc: Exception) -> BKZKException:
         # A lost connection leaves a change in doubt (applied or not): a distinct class, so callers re-read.
@@ -83,14 +82,14 @@ class ZKMetadataStore(MetadataStore):
     # -- cluster -------------------------------------------------------------------------------------
     def init_new_cluster(self) -> bool:
         manager = self.uri.layout or "hierarchical"
-        if self.zk.exists(self._path(lay.INSTANCEID)):
+        if self.zk.exists(self._path(layout.INSTANCEID)):
             return False
         self.zk.ensure_path(self.root)
         tx = self.zk.transaction()
-        tx.create(self._path(lay.AVAILABLE_NODE), b"")
-        tx.create(self._path(lay.AVAILABLE_NODE, lay.READONLY), b"")
-        tx.create(self._path(lay.LAYOUT_ZNODE), lay.LedgerLayout(manager).encode())
-        tx.create(self._path(lay.INSTANCEID), str(uuid.uuid4()).encode())
+        tx.create(self._path(layout.AVAILABLE_NODE), b"")
+        tx.create(self._path(layout.AVAILABLE_NODE, layout.READONLY), b"")
+        tx.create(self._path(layout.LAYOUT_ZNODE), layout.LedgerLayout(manager).encode())
+        tx.create(self._path(layout.INSTANCEID), str(uuid.uuid4()).encode())
         results = tx.commit()
         errors = [r for r in results if isinstance(r, Exception)]
         if errors:
@@ -102,19 +101,19 @@ class ZKMetadataStore(MetadataStore):
 
     def instance_id(self) -> str:
         try:
-            return self.zk.get(self._path(lay.INSTANCEID))[0].decode()
+            return self.zk.get(self._path(layout.INSTANCEID))[0].decode()
         except NoNodeError:
-            raise BKZKException(f"no cluster at {self.uri}: {self._path(lay.INSTANCEID)} is missing "
+            raise BKZKException(f"no cluster at {self.uri}: {self._path(layout.INSTANCEID)} is missing "
                                 "(run `bk shell initnewcluster`)") from None
 
     # -- ledgers -------------------------------------------------------------------------------------
     def generate_ledger_id(self) -> int:
         return ZkLedgerIdGenerator(self.zk, self.root).generate()
 
-    def create_ledger(self, ledger: LedgerId, metadata: lm.LedgerMetadata) -> Versioned[lm.LedgerMetadata]:
+    def create_ledger(self, ledger: LedgerId, metadata: ledger_metadata.LedgerMetadata) -> Versioned[ledger_metadata.LedgerMetadata]:
         path = self.ledger_path(ledger)
         try:
-            self.zk.create(path, lm.serialize(metadata), makepath=True)
+            self.zk.create(path, ledger_metadata.serialize(metadata), makepath=True)
         except NodeExistsError:
             # A create resent after a connection loss may have succeeded: the creation token tells.
             existing = self.read_ledger(ledger)
@@ -125,7 +124,7 @@ class ZKMetadataStore(MetadataStore):
             raise self._zk_error(f"create of ledger {ledger}", exc) from None
         return Versioned(metadata, 0)
 
-    def read_ledger(self, ledger: LedgerId) -> Versioned[lm.LedgerMetadata]:
+    def read_ledger(self, ledger: LedgerId) -> Versioned[ledger_metadata.LedgerMetadata]:
         path = self.ledger_path(ledger)
         try:
             data, stat = self.zk.get(path)
@@ -136,15 +135,15 @@ class ZKMetadataStore(MetadataStore):
         return Versioned(self._parse(ledger, data), stat.version)
 
     @staticmethod
-    def _parse(ledger: LedgerId, data: bytes) -> lm.LedgerMetadata:
+    def _parse(ledger: LedgerId, data: bytes) -> ledger_metadata.LedgerMetadata:
         try:
-            return lm.parse(data)
+            return ledger_metadata.parse(data)
         except Exception as exc:  # protobuf decode errors have no common base
             raise BKMetadataSerializationException(f"metadata of ledger {ledger} cannot be decoded: {exc}") from None
 
-    def write_ledger(self, ledger: LedgerId, metadata: lm.LedgerMetadata, version: int) -> Versioned[lm.LedgerMetadata]:
+    def write_ledger(self, ledger: LedgerId, metadata: ledger_metadata.LedgerMetadata, version: int) -> Versioned[ledger_metadata.LedgerMetadata]:
         try:
-            stat = self.zk.set(self.ledger_path(ledger), lm.serialize(metadata), version=version)
+            stat = self.zk.set(self.ledger_path(ledger), ledger_metadata.serialize(metadata), version=version)
         except BadVersionError:
             raise BKMetadataVersionException(f"metadata of ledger {ledger} changed since version {version}") from None
         except NoNodeError:
@@ -175,7 +174,7 @@ class ZKMetadataStore(MetadataStore):
         if scope_id is None or scope_id == 0:
             yield from self._iterate_scope0()
         if scope_id != 0:
-            base = self._path(lay.SCOPED)
+            base = self._path(layout.SCOPED)
             prefix = [] if scope_id is None else [LedgerId(scope_id, 0).qualified_name[i: i + 4] for i in range(0, 16, 4)]
             yield from self._walk_scoped(base, prefix, 0)
 
@@ -226,7 +225,7 @@ class ZKMetadataStore(MetadataStore):
 
     # -- bookies -------------------------------------------------------------------------------------
     def _bookie_path(self, bookie_id: str, read_only: bool) -> str:
-        return self._path(lay.AVAILABLE_NODE, *([lay.READONLY] if read_only else []), bookie_id)
+        return self._path(layout.AVAILABLE_NODE, *([layout.READONLY] if read_only else []), bookie_id)
 
     def register_bookie(self, bookie_id: str, read_only: bool, endpoint: tuple[str, int]) -> None:
         info = BookieServiceInfoFormat()
@@ -290,45 +289,97 @@ class ZKMetadataStore(MetadataStore):
                 log.exception("re-registration of %s failed", bookie_id)
 
     def bookies(self, read_only: bool = False) -> list[str]:
-        children = self._children(self._path(lay.AVAILABLE_NODE, *([lay.READONLY] if read_only else [])))
-        return sorted(c for c in children if c != lay.READONLY)
+        children = self._children(self._path(layout.AVAILABLE_NODE, *([layout.READONLY] if read_only else [])))
+        return sorted(c for c in children if c != layout.READONLY)
 
     def watch_bookies(self, callback) -> None:
         state = {"rw": [], "ro": []}
 
         def notify(key):
             def on_children(children):
-                state[key] = sorted(c for c in children if c != lay.READONLY)
+                state[key] = sorted(c for c in children if c != layout.READONLY)
                 callback(state["rw"], state["ro"])
             return on_children
 
-        self.zk.ensure_path(self._path(lay.AVAILABLE_NODE, lay.READONLY))
-        self.zk.ChildrenWatch(self._path(lay.AVAILABLE_NODE), notify("rw"))
-        self.zk.ChildrenWatch(self._path(lay.AVAILABLE_NODE, lay.READONLY), notify("ro"))
+        self.zk.ensure_path(self._path(layout.AVAILABLE_NODE, layout.READONLY))
+        self.zk.ChildrenWatch(self._path(layout.AVAILABLE_NODE), notify("rw"))
+        self.zk.ChildrenWatch(self._path(layout.AVAILABLE_NODE, layout.READONLY), notify("ro"))
 
-    def read_cookie(self, bookie_id: str) -> Versioned[Cookie] | None:
-        path = self._path(lay.COOKIE_NODE, bookie_id)
+    def cookie_location(self, bookie_id: str) -> str:
+        return f"zookeeper {self._path(layout.COOKIE_NODE, bookie_id)}"
+
+    def read_cookie(self, bookie_id: str) -> Versioned[bytes] | None:
         try:
-            data, stat = self.zk.get(path)
+            data, stat = self.zk.get(self._path(layout.COOKIE_NODE, bookie_id))
         except NoNodeError:
             return None
-        return Versioned(Cookie.decode(data.decode(), f"zookeeper {path}"), stat.version)
+        return Versioned(data, stat.version)
 
-    def write_cookie(self, bookie_id: str, cookie: Cookie, version: int | None) -> None:
-        path = self._path(lay.COOKIE_NODE, bookie_id)
+    def write_cookie(self, bookie_id: str, cookie: bytes, version: int | None) -> None:
+        path = self._path(layout.COOKIE_NODE, bookie_id)
         try:
             if version is None:
-                self.zk.create(path, cookie.encode().encode(), makepath=True)
+                self.zk.create(path, cookie, makepath=True)
             else:
-                self.zk.set(path, cookie.encode().encode(), version=version)
+                self.zk.set(path, cookie, version=version)
         except (NodeExistsError, BadVersionError):
             raise BKMetadataVersionException(f"cookie of bookie {bookie_id} changed concurrently") from None
 
     def delete_cookie(self, bookie_id: str) -> None:
         try:
-            self.zk.delete(self._path(lay.COOKIE_NODE, bookie_id))
+            self.zk.delete(self._path(layout.COOKIE_NODE, bookie_id))
         except NoNodeError:
             pass
+
+    # -- plain nodes ---------------------------------------------------------------------------------
+    def read_node(self, path: str) -> Versioned[bytes] | None:
+        try:
+            data, stat = self.zk.get(self._path(path))
+        except NoNodeError:
+            return None
+        except KazooException as exc:
+            raise self._zk_error(f"read of {self._path(path)}", exc) from None
+        return Versioned(data, stat.version, stat.mtime)
+
+    def write_node(self, path: str, data: bytes, version: int | None) -> Versioned[bytes]:
+        full = self._path(path)
+        try:
+            if version is None:
+                self.zk.create(full, data, makepath=True)
+                return self.read_node(path) or Versioned(data, 0)
+            if version >= 0:
+                stat = self.zk.set(full, data, version=version)
+                return Versioned(data, stat.version, stat.mtime)
+            while True:  # any version: set, or create if missing (someone may create it meanwhile)
+                try:
+                    stat = self.zk.set(full, data)
+                    return Versioned(data, stat.version, stat.mtime)
+                except NoNodeError:
+                    pass
+                try:
+                    self.zk.create(full, data, makepath=True)
+                    return Versioned(data, 0)
+                except NodeExistsError:
+                    pass
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            raise BKMetadataVersionException(f"{full} changed since version {version}") from None
+        except KazooException as exc:
+            raise self._zk_error(f"write of {full}", exc) from None
+
+    def delete_node(self, path: str, version: int = -1) -> bool:
+        full = self._path(path)
+        try:
+            self.zk.delete(full, version=version)
+            return True
+        except (NoNodeError, NotEmptyError):
+            return False
+        except BadVersionError:
+            raise BKMetadataVersionException(f"{full} changed since version {version}") from None
+        except KazooException as exc:
+            raise self._zk_error(f"delete of {full}", exc) from None
+
+    def node_children(self, path: str) -> list[str]:
+        return sorted(self._children(self._path(path)))
 
     def close(self) -> None:
         self.zk.remove_listener(self._on_state)

@@ -8,21 +8,18 @@ import os
 import shutil
 import subprocess
 
+from bookie.exceptions import ProcessStartException
 from bookie.util.processes import free_port, stop_process, wait_for_port
-
-
-class ZooKeeperServerError(RuntimeError):
-    pass
 
 
 def zookeeper_classpath() -> str:
     try:
         import pyspark
     except ImportError:
-        raise ZooKeeperServerError("pyspark is not installed: the embedded ZooKeeper runs from its jars") from None
+        raise ProcessStartException("pyspark is not installed: the embedded ZooKeeper runs from its jars") from None
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
     if not any(name.startswith("zookeeper-") for name in os.listdir(jars)):
-        raise ZooKeeperServerError(f"no zookeeper-*.jar in {jars}")
+        raise ProcessStartException(f"no zookeeper-*.jar in {jars}")
     return os.path.join(jars, "*")
 
 
@@ -41,7 +38,7 @@ class ZooKeeperServer:
     def start(self, timeout: float = 60.0) -> "ZooKeeperServer":
         java = shutil.which("java")
         if java is None:
-            raise ZooKeeperServerError("java is not on PATH: the embedded ZooKeeper needs Java 17+ (PySpark's own "
+            raise ProcessStartException("java is not on PATH: the embedded ZooKeeper needs Java 17+ (PySpark's own "
                                        "requirement), e.g. apt-get install openjdk-17-jre-headless")
         os.makedirs(os.path.join(self.data_dir, "data"), exist_ok=True)
         cfg = os.path.join(self.data_dir, "zoo.cfg")
@@ -56,9 +53,9 @@ class ZooKeeperServer:
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             wait_for_port(self.port, self.proc, timeout, "ZooKeeper", self.log_path)
-        except RuntimeError as exc:
+        except ProcessStartException:
             self.stop()
-            raise ZooKeeperServerError(str(exc)) from None
+            raise
         return self
 
     def stop(self) -> None:

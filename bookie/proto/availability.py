@@ -1,4 +1,4 @@
-"""AvailabilityOfEntriesOfLedger: a compact list of the entry ids a bookie stores (reference §1.2).
+"""AvailabilityOfEntriesOfLedger: a compact list of the entry ids a bookie stores (BookKeeper's AvailabilityOfEntriesOfLedger).
 
 Layout: a 64-byte header (``int version=0 | int numSequenceGroups | zeros``), then 24 bytes per
 sequence group: ``long firstSequenceStart | long lastSequenceStart | int sequenceSize | int

@@ -1,4 +1,4 @@
-"""Digests of entries and LAC blobs (BookKeeper's DigestManager, reference §1.4).
+"""Digests of entries and LAC blobs (BookKeeper's DigestManager).
 
 | type   | proto code | digest bytes | value                              |
 |--------|-----------|--------------|-------------------------------------|
@@ -21,8 +21,9 @@ import zlib
 import crc32c as _crc32c
 import numpy as np
 
+from bookie.exceptions import BKDigestMatchException
 from bookie.ledger_id import LedgerId
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 
 _LAC_BLOB = struct.Struct(">qq")  # LAC_METADATA_LENGTH = 16
 _U64 = struct.Struct(">Q")  # CRC32 value widened to a Java long
@@ -56,10 +57,6 @@ class DigestType(enum.IntEnum):
 MAC_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4, DigestType.DUMMY: 0}
 
 
-class DigestMatchError(Exception):
-    """An entry (or LAC blob) failed its digest, ledger id or entry id check (BK DigestMatchException)."""
-
-
 def generate_master_key(password: bytes) -> bytes:
     """``DigestManager.generateMasterKey``: SHA1("ledger" + password), 20 bytes."""
     return hashlib.sha1(b"ledger" + password).digest()
@@ -77,7 +74,7 @@ class DigestManager:
         self.ledger = ledger
         self.digest_type = DigestType.parse(digest_type)
         self.mac_length = MAC_LENGTH[self.digest_type]
-        self.header_len = ef.header_len_for(ledger.scope_id)
+        self.header_len = entry_format.header_len_for(ledger.scope_id)
         self._digest = self._make_digest_fn(self.digest_type, password)
 
     @staticmethod
@@ -102,45 +99,45 @@ class DigestManager:
     # -- entries --------------------------------------------------------------------------------
     def build_entry(self, entry_id: int, lac: int, length: int, payload) -> bytes:
         """One entry: header + digest + payload. ``length`` is the ledger's length including it."""
-        header = ef.pack_header(self.ledger, entry_id, lac, length, self.digest_type)
+        header = entry_format.pack_header(self.ledger, entry_id, lac, length, self.digest_type)
         return b"".join((header, self._digest(header, payload), payload))
 
     def build_frame(self, entry_id: int, lac: int, length: int, payload) -> bytes:
         """One entry, framed (``int32 size | entry``), in one copy."""
-        header = ef.pack_header(self.ledger, entry_id, lac, length, self.digest_type)
-        return b"".join((ef.FRAME.pack(self.header_len + self.mac_length + len(payload)), header,
+        header = entry_format.pack_header(self.ledger, entry_id, lac, length, self.digest_type)
+        return b"".join((entry_format.FRAME.pack(self.header_len + self.mac_length + len(payload)), header,
                          self._digest(header, payload), payload))
 
     def build_framed(self, first_entry_id: int, lac: int, start_length: int, payloads) -> tuple[bytes, int]:
         """Frame consecutive entries into one buffer; returns (blob, ledger length after them)."""
         parts = []
         length = start_length
-        pack_frame = ef.FRAME.pack
+        pack_frame = entry_format.FRAME.pack
         extra = self.header_len + self.mac_length
         for i, payload in enumerate(payloads):
             length += len(payload)
-            header = ef.pack_header(self.ledger, first_entry_id + i, lac, length, self.digest_type)
+            header = entry_format.pack_header(self.ledger, first_entry_id + i, lac, length, self.digest_type)
             parts += (pack_frame(extra + len(payload)), header, self._digest(header, payload), payload)
         return b"".join(parts), length
 
-    def verify(self, entry, expected_entry_id: int | None = None) -> tuple[ef.EntryHeader, memoryview]:
+    def verify(self, entry, expected_entry_id: int | None = None) -> tuple[entry_format.EntryHeader, memoryview]:
         """Check ledger id, entry id and digest; return (header, payload view)."""
         view = memoryview(entry)
         need = self.header_len + self.mac_length
         if len(view) < need:
-            raise DigestMatchError(f"entry of ledger {self.ledger} is {len(view)} bytes, shorter than its {need}-byte header")
-        header = ef.parse_header(view)
+            raise BKDigestMatchException(f"entry of ledger {self.ledger} is {len(view)} bytes, shorter than its {need}-byte header")
+        header = entry_format.parse_header(view)
         if header.ledger != self.ledger:
-            raise DigestMatchError(f"entry belongs to ledger {header.ledger}, expected ledger {self.ledger}")
+            raise BKDigestMatchException(f"entry belongs to ledger {header.ledger}, expected ledger {self.ledger}")
         if expected_entry_id is not None and header.entry_id != expected_entry_id:
-            raise DigestMatchError(f"ledger {self.ledger}: got entry {header.entry_id}, expected entry {expected_entry_id}")
+            raise BKDigestMatchException(f"ledger {self.ledger}: got entry {header.entry_id}, expected entry {expected_entry_id}")
         if header.header_len != self.header_len:
-            raise DigestMatchError(f"ledger {self.ledger}: entry format does not match the ledger's scope")
+            raise BKDigestMatchException(f"ledger {self.ledger}: entry format does not match the ledger's scope")
         head = view[: self.header_len]
         stored = view[self.header_len: need]
         payload = view[need:]
         if not hmac.compare_digest(self._digest(head, payload), stored):
-            raise DigestMatchError(
+            raise BKDigestMatchException(
                 f"digest mismatch ({self.digest_type.name.lower()}) on entry {header.entry_id} of ledger {self.ledger}")
         return header, payload
 
@@ -160,10 +157,10 @@ class DigestManager:
                 scope = 0
             else:
                 size, _, scope, lid, eid = unpack(blob, pos)
-            start = pos + ef.FRAME_LEN
+            start = pos + entry_format.FRAME_LEN
             pos = start + size
             if size < hl + ml or pos > end:
-                raise DigestMatchError(f"ledger {self.ledger}: a framed entry is cut short")
+                raise BKDigestMatchException(f"ledger {self.ledger}: a framed entry is cut short")
             payload = blob[start + hl + ml: pos]
             ok = lid == want_lid and scope == want_scope and digest(blob[start: start + hl], payload) == blob[start + hl: start + hl + ml]
             out.append((eid, payload if ok else None))
@@ -176,11 +173,11 @@ class DigestManager:
         Entries failing their ledger id or digest check are left out and listed in ``bad ids``.
         """
         try:
-            ids, frames, _ = ef.scan_batch(blob, self.ledger, max_entry_size)
+            ids, frames, _ = entry_format.scan_batch(blob, self.ledger, max_entry_size)
         except ValueError as exc:
-            raise DigestMatchError(f"ledger {self.ledger}: {exc}") from None
+            raise BKDigestMatchException(f"ledger {self.ledger}: {exc}") from None
         ends = np.append(frames[1:], len(blob))
-        start = frames + ef.FRAME_LEN
+        start = frames + entry_format.FRAME_LEN
         hl, ml = self.header_len, self.mac_length
         view = memoryview(blob)
         good = self._digests_ok(blob, view, start, ends)
@@ -190,10 +187,10 @@ class DigestManager:
         lengths = ends - start - hl - ml
         offsets = np.zeros(len(ids) + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
-        stride = int(ends[0] - start[0] + ef.FRAME_LEN) if len(ids) else 0
+        stride = int(ends[0] - start[0] + entry_format.FRAME_LEN) if len(ids) else 0
         if len(ids) and good.all() and (lengths == lengths[0]).all() and stride * len(ids) == len(blob):
             rows = np.frombuffer(blob, dtype=np.uint8).reshape(len(ids), stride)
-            data = rows[:, ef.FRAME_LEN + hl + ml:].tobytes()  # equal sizes: one strided copy
+            data = rows[:, entry_format.FRAME_LEN + hl + ml:].tobytes()  # equal sizes: one strided copy
         else:
             data = b"".join(view[s + hl + ml: e] for s, e in zip(start.tolist(), ends.tolist()))
         return ids, offsets, data, bad
@@ -223,11 +220,11 @@ class DigestManager:
     def verify_lac(self, blob) -> int:
         view = memoryview(blob)
         if len(view) != _LAC_BLOB.size + self.mac_length:
-            raise DigestMatchError(f"LAC blob of ledger {self.ledger} has {len(view)} bytes")
+            raise BKDigestMatchException(f"LAC blob of ledger {self.ledger} has {len(view)} bytes")
         head = view[: _LAC_BLOB.size]
         if not hmac.compare_digest(self._digest(head, b""), view[_LAC_BLOB.size:]):
-            raise DigestMatchError(f"digest mismatch on the LAC blob of ledger {self.ledger}")
+            raise BKDigestMatchException(f"digest mismatch on the LAC blob of ledger {self.ledger}")
         lid, lac = _LAC_BLOB.unpack(head)
         if lid != self.ledger.ledger_id:
-            raise DigestMatchError(f"LAC blob belongs to ledger {lid}, expected {self.ledger}")
+            raise BKDigestMatchException(f"LAC blob belongs to ledger {lid}, expected {self.ledger}")
         return lac

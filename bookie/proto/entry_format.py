@@ -1,4 +1,4 @@
-"""Entry format on the wire, in the journal and in entry logs (reference §1.4, seed 04).
+"""Entry format on the wire, in the journal and in entry logs (BookKeeper's DigestManager layout; the v2 header is BP-35's).
 
 V1 (scope 0), big-endian, 32-byte header::
 

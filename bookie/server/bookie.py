@@ -17,18 +17,17 @@ import shutil
 from concurrent.futures import Future
 from typing import Callable
 
-import numpy as np
 
+from bookie.exceptions import (BadRequestException, BookieException, JournalException,
+                               LedgerFencedException, NoEntryException, ReadOnlyException,
+                               TooManyRequestsException)
 from bookie.ledger_id import LedgerId
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 from bookie.server.cookie import Cookie, check_cookies
-from bookie.server.exceptions import (BadRequestException, BookieException, JournalException,
-                                      LedgerFencedException, NoEntryException, ReadOnlyException,
-                                      TooManyRequestsException)
+from bookie.server.index import MAX_ENTRY_ID
 from bookie.server.journal import Journal, ScanResult, journal_path, list_journal_ids, scan_journal
 from bookie.server.last_log_mark import read_last_mark
 from bookie.server.ledger_dirs_monitor import LedgerDirsMonitor
-from bookie.server.index import MAX_ENTRY_ID
 from bookie.server.ledger_storage import InterleavedLedgerStorage, check_explicit_lac, check_master_key
 from bookie.server.sync_thread import SyncThread
 
@@ -172,24 +171,24 @@ class Bookie:
         run_start = run_end = 0
         offset, end = 0, len(group)
         while offset < end:
-            (size,) = ef.FRAME.unpack_from(group, offset)
-            ledger, eid, body = ef.peek_meta(group, offset + ef.FRAME_LEN)
+            (size,) = entry_format.FRAME.unpack_from(group, offset)
+            ledger, eid, body = entry_format.peek_meta(group, offset + entry_format.FRAME_LEN)
             if eid >= 0 and ledger == run_ledger and offset == run_end:
-                run_end = offset + ef.FRAME_LEN + size
+                run_end = offset + entry_format.FRAME_LEN + size
             else:
                 if run_ledger is not None:
                     self._replay_entries(run_ledger, group[run_start:run_end])
                 run_ledger = None
                 if eid >= 0:
-                    run_ledger, run_start, run_end = ledger, offset, offset + ef.FRAME_LEN + size
+                    run_ledger, run_start, run_end = ledger, offset, offset + entry_format.FRAME_LEN + size
                 else:
-                    self._replay_meta(ledger, eid, group[body: offset + ef.FRAME_LEN + size])
-            offset += ef.FRAME_LEN + size
+                    self._replay_meta(ledger, eid, group[body: offset + entry_format.FRAME_LEN + size])
+            offset += entry_format.FRAME_LEN + size
         if run_ledger is not None:
             self._replay_entries(run_ledger, group[run_start:run_end])
 
     def _replay_entries(self, ledger: LedgerId, blob: memoryview) -> None:
-        state = self.storage.state(ledger)
+        state = self.storage.descriptor(ledger)
         if state is None:
             if self._replay_skipped:
                 log.error("replay: entries of ledger %s dropped: it has no master key here, which may have been "
@@ -197,7 +196,7 @@ class Bookie:
             else:
                 log.debug("replay: skipping entries of ledger %s, which has no master key here (deleted)", ledger)
             return
-        ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
+        ids, offsets, max_lac = entry_format.scan_batch(blob, ledger, self._max_entry)
         if int(ids.max()) > MAX_ENTRY_ID:  # journaled by a bookie that did not check ids yet
             log.error("replay: entries %d..%d of ledger %s dropped: ids past MAX_ENTRY_ID %d cannot be indexed",
                       int(ids.min()), int(ids.max()), ledger, MAX_ENTRY_ID)
@@ -208,17 +207,17 @@ class Bookie:
         # Records that today's checks refuse at the door can still sit in a journal written by an older
         # bookie: they are dropped with an error, so they cannot stop a checkpoint or a restart.
         try:
-            if meta_id == ef.METAENTRY_ID_LEDGER_KEY:
-                (key_len,) = ef.FRAME.unpack_from(body, 0)
+            if meta_id == entry_format.METAENTRY_ID_LEDGER_KEY:
+                (key_len,) = entry_format.FRAME.unpack_from(body, 0)
                 master_key = bytes(body[4: 4 + key_len])
                 check_master_key(ledger, master_key)
                 self.storage.get_or_create(ledger, master_key)
-            elif meta_id == ef.METAENTRY_ID_FENCE_KEY:
-                if self.storage.state(ledger) is not None:
+            elif meta_id == entry_format.METAENTRY_ID_FENCE_KEY:
+                if self.storage.descriptor(ledger) is not None:
                     self.storage.set_fenced(ledger)
-            elif meta_id == ef.METAENTRY_ID_LEDGER_EXPLICITLAC:
-                (lac_len,) = ef.FRAME.unpack_from(body, 0)
-                if self.storage.state(ledger) is not None:
+            elif meta_id == entry_format.METAENTRY_ID_LEDGER_EXPLICITLAC:
+                (lac_len,) = entry_format.FRAME.unpack_from(body, 0)
+                if self.storage.descriptor(ledger) is not None:
                     self.storage.set_explicit_lac(ledger, bytes(body[4: 4 + lac_len]))
         except BadRequestException as exc:
             log.error("replay: journal record of ledger %s dropped: %s", ledger, str(exc))  # no traceback: it pins the mmap
@@ -257,7 +256,7 @@ class Bookie:
         if self.read_only and not recovery:
             raise ReadOnlyException(f"bookie is read-only: add to ledger {ledger} refused (recovery adds only)")
         try:
-            ids, offsets, max_lac = ef.scan_batch(blob, ledger, self._max_entry)
+            ids, offsets, max_lac = entry_format.scan_batch(blob, ledger, self._max_entry)
         except ValueError as exc:
             raise BadRequestException(f"bad add batch for ledger {ledger}: {exc}") from None
         if int(ids.max()) > MAX_ENTRY_ID:  # the index file could not hold its location
@@ -300,15 +299,15 @@ class Bookie:
 
     def fence_ledger(self, ledger: LedgerId, master_key: bytes) -> Future:
         """Fence: no more normal adds. The future completes once the fence is fsynced in the journal."""
-        return self._journal_meta(ledger, master_key, ef.meta_record(ledger, ef.METAENTRY_ID_FENCE_KEY),
+        return self._journal_meta(ledger, master_key, entry_format.meta_record(ledger, entry_format.METAENTRY_ID_FENCE_KEY),
                                   lambda: self.storage.set_fenced(ledger))
 
     def set_explicit_lac(self, ledger: LedgerId, master_key: bytes, lac_blob: bytes, lac: int | None = None) -> Future:
         """Keep the explicit LAC blob once journaled; a blob of a wrong size or ledger, or whose LAC is not
         the request's ``lac``, is refused before anything is journaled."""
         check_explicit_lac(ledger, lac_blob, lac)
-        record = ef.meta_record(ledger, ef.METAENTRY_ID_LEDGER_EXPLICITLAC,
-                                ef.FRAME.pack(len(lac_blob)) + bytes(lac_blob))
+        record = entry_format.meta_record(ledger, entry_format.METAENTRY_ID_LEDGER_EXPLICITLAC,
+                                entry_format.FRAME.pack(len(lac_blob)) + bytes(lac_blob))
         return self._journal_meta(ledger, master_key, record, lambda: self.storage.set_explicit_lac(ledger, lac_blob))
 
     def force_ledger(self, ledger: LedgerId) -> Future:
@@ -320,7 +319,7 @@ class Bookie:
     # -- reads -------------------------------------------------------------------------------------
     def read_entry(self, ledger: LedgerId, entry_id: int) -> bytes:
         """The entry as stored (entry -1: the last entry this bookie has)."""
-        if entry_id < ef.INVALID_ENTRY_ID:
+        if entry_id < entry_format.INVALID_ENTRY_ID:
             raise BadRequestException(f"ledger {ledger}: entry id {entry_id} refused (allowed: -1 for the last "
                                       f"entry, or 0..{MAX_ENTRY_ID})")
         return self.storage.read_entry(ledger, entry_id)
@@ -385,4 +384,4 @@ def _refusal(where: str, path: str) -> str:
 
 
 def _key_record(ledger: LedgerId, master_key: bytes) -> bytes:
-    return ef.meta_record(ledger, ef.METAENTRY_ID_LEDGER_KEY, ef.FRAME.pack(len(master_key)) + master_key)
+    return entry_format.meta_record(ledger, entry_format.METAENTRY_ID_LEDGER_KEY, entry_format.FRAME.pack(len(master_key)) + master_key)

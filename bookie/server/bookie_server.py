@@ -17,7 +17,8 @@ import grpc
 
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.bookie import Bookie
-from bookie.server.conf import ConfigurationError, ServerConfiguration
+from bookie.server.conf import ConfigurationException, ServerConfiguration
+from bookie.server.cookie import read_registered_cookie, write_registered_cookie
 from bookie.server.request_processor import BookieServicer, add_to_server
 from bookie.util.allocator import keep_large_buffers
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 class BookieServer:
     def __init__(self, conf: ServerConfiguration):
         if not conf["metadataServiceUri"]:
-            raise ConfigurationError("metadataServiceUri is not set: a bookie registers in ZooKeeper, "
+            raise ConfigurationException("metadataServiceUri is not set: a bookie registers in ZooKeeper, "
                                      "e.g. zk://127.0.0.1:2181/ledgers")
         self.conf = conf
         self.bookie_id = conf.bookie_id
@@ -42,10 +43,10 @@ class BookieServer:
         conf = self.conf
         self.store = ZKMetadataStore(conf["metadataServiceUri"], conf["zkTimeout"])
         instance_id = self.store.instance_id()
-        registered = self.store.read_cookie(self.bookie_id)
+        registered = read_registered_cookie(self.store, self.bookie_id)
         self.bookie = Bookie(conf).start(instance_id, registered.value if registered else None)
         if registered is None:
-            self.store.write_cookie(self.bookie_id, self.bookie.cookie, None)
+            write_registered_cookie(self.store, self.bookie_id, self.bookie.cookie, None)
         limit = conf["nettyMaxFrameSizeBytes"]
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                ("grpc.max_send_message_length", limit + (1 << 20)),

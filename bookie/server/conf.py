@@ -10,11 +10,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from bookie.exceptions import ConfigurationException
+
 log = logging.getLogger(__name__)
-
-
-class ConfigurationError(ValueError):
-    """A configuration value is missing or not what its key allows."""
 
 
 def _parse_bool(text: str) -> bool:
@@ -130,9 +128,9 @@ class ServerConfiguration(Mapping[str, Any]):
         try:
             parsed = option.parse(value) if isinstance(value, str) else _coerce(option, value)
         except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"{key}={value!r} is not valid: {exc} ({option.doc})") from None
+            raise ConfigurationException(f"{key}={value!r} is not valid: {exc} ({option.doc})") from None
         if option.minimum is not None and parsed < option.minimum:
-            raise ConfigurationError(f"{key}={value!r} is not valid: must be at least {option.minimum} ({option.doc})")
+            raise ConfigurationException(f"{key}={value!r} is not valid: must be at least {option.minimum} ({option.doc})")
         self._values[key] = parsed
 
     def __getitem__(self, key: str) -> Any:
@@ -149,13 +147,13 @@ class ServerConfiguration(Mapping[str, Any]):
     def journal_dirs(self) -> list[str]:
         dirs = self["journalDirectories"] or ([self["journalDirectory"]] if self["journalDirectory"] else [])
         if not dirs:
-            raise ConfigurationError("journalDirectories is not set: give at least one journal directory")
+            raise ConfigurationException("journalDirectories is not set: give at least one journal directory")
         return dirs
 
     @property
     def ledger_dirs(self) -> list[str]:
         if not self["ledgerDirectories"]:
-            raise ConfigurationError("ledgerDirectories is not set: give at least one ledger directory")
+            raise ConfigurationException("ledgerDirectories is not set: give at least one ledger directory")
         return self["ledgerDirectories"]
 
     @property
@@ -200,6 +198,6 @@ def read_properties(path: str | os.PathLike) -> dict[str, str]:
             continue
         cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
         if cut < 0:
-            raise ConfigurationError(f"{path}: line {raw!r} is not key=value")
+            raise ConfigurationException(f"{path}: line {raw!r} is not key=value")
         values[line[:cut].strip()] = line[cut + 1:].strip()
     return values

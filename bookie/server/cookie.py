@@ -1,6 +1,6 @@
 """Cookies: a bookie refuses to start on directories that are not the ones it was created with.
 
-The cookie (reference §4.4) is ``"5\\n"`` + a text-format ``CookieFormat`` naming the bookie, its journal
+The cookie (BookKeeper's Cookie) is ``"5\\n"`` + a text-format ``CookieFormat`` naming the bookie, its journal
 and ledger directories and the cluster's instance id. The same cookie is written to
 ``<dir>/current/VERSION`` of every journal, ledger and index directory, and (issue "bookie server") to
 ZooKeeper ``/ledgers/cookies/<bookieId>``. A wiped, swapped or foreign directory shows as a missing
@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from bookie.server.exceptions import CookieException
+from bookie.exceptions import CookieException
+from bookie.meta.metadata_store import Versioned
 
 COOKIE_VERSION = 5
 COOKIE_FILE = "VERSION"
@@ -94,6 +95,19 @@ def write_cookie(directory: str, cookie: Cookie) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def read_registered_cookie(store, bookie_id: str) -> Versioned[Cookie] | None:
+    """The bookie's cookie in the metadata store (Cookie.readFromRegistrationManager), decoded."""
+    found = store.read_cookie(bookie_id)
+    if found is None:
+        return None
+    return Versioned(Cookie.decode(found.value.decode(), store.cookie_location(bookie_id)), found.version)
+
+
+def write_registered_cookie(store, bookie_id: str, cookie: Cookie, version: int | None) -> None:
+    """Create (``version`` None) or CAS-update the bookie's cookie in the metadata store."""
+    store.write_cookie(bookie_id, cookie.encode().encode(), version)
 
 
 def _has_data(directory: str) -> bool:

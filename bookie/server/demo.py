@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from bookie.ledger_id import LedgerId
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server import Bookie, ServerConfiguration
 
@@ -34,7 +34,7 @@ def main() -> None:
             took = time.perf_counter() - start
             print(f"2. ledger {ledger}: {len(entry_ids):,} entries acknowledged (journal fsynced) in {took * 1000:.0f} ms")
             framed, count, _ = bookie.read_entries(ledger, 0, 9_999, max_bytes=1 << 30)
-            readback = [digest.verify(e)[1].tobytes() for e in ef.iter_frames(framed)]
+            readback = [digest.verify(e)[1].tobytes() for e in entry_format.iter_frames(framed)]
             assert readback == payloads
             print(f"3. ledger {ledger}: read {count:,} entries back, every digest checked")
         bookie.fence_ledger(LedgerId(0, 1), key).result()
@@ -43,7 +43,7 @@ def main() -> None:
         bookie = Bookie(conf).start()
         print(f"5. restarted: ledgers {[str(lid) for lid in bookie.ledgers()]}, ledger 1 fenced: "
               f"{bookie.is_fenced(LedgerId(0, 1))}, last entry of ledger 1: "
-              f"{ef.parse_header(bookie.read_entry(LedgerId(0, 1), -1)).entry_id}")
+              f"{entry_format.parse_header(bookie.read_entry(LedgerId(0, 1), -1)).entry_id}")
         bookie.shutdown()
         print("6. shut down cleanly")
     finally:

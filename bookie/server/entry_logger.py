@@ -20,8 +20,9 @@ import shutil
 import struct
 import threading
 
+from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 from bookie.util.io import pwritev_all
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,6 @@ LEDGERS_MAP_SCOPED_ENTRY_ID = -3  # our addition: (scope, ledger, bytes) triples
 LEDGERS_MAP_MAX_BATCH = 10000
 MAX_LOG_SIZE = (1 << 32) - 1  # offsets are 32 bits in a location
 MAX_BUFFERED_FACTOR = 8
-
-
-class EntryLogCorruptedError(Exception):
-    """An entry log record is not readable as a record (bad size, past the end of the file)."""
 
 
 def location(log_id: int, offset: int) -> int:
@@ -250,7 +247,7 @@ class EntryLogger:
         if fd is None:
             path = self._paths.get(log_id)
             if path is None:
-                raise EntryLogCorruptedError(f"entry log {log_id:x}.log does not exist")
+                raise EntryLogCorruptedException(f"entry log {log_id:x}.log does not exist")
             fd = self._read_fds[log_id] = os.open(path, os.O_RDONLY)
         return os.pread(fd, size, offset)
 
@@ -260,13 +257,13 @@ class EntryLogger:
         with self._lock:
             size_bytes = self._pread(log_id, 4, offset - 4)
             if len(size_bytes) != 4:
-                raise EntryLogCorruptedError(f"entry log {log_id:x}.log ends before offset {offset}")
-            (size,) = ef.FRAME.unpack(size_bytes)
-            if size < ef.V1_HEADER_LEN or size > self.max_record:
-                raise EntryLogCorruptedError(f"entry log {log_id:x}.log: record at offset {offset} has bad size {size}")
+                raise EntryLogCorruptedException(f"entry log {log_id:x}.log ends before offset {offset}")
+            (size,) = entry_format.FRAME.unpack(size_bytes)
+            if size < entry_format.V1_HEADER_LEN or size > self.max_record:
+                raise EntryLogCorruptedException(f"entry log {log_id:x}.log: record at offset {offset} has bad size {size}")
             data = self._pread(log_id, size, offset)
         if len(data) != size:
-            raise EntryLogCorruptedError(f"entry log {log_id:x}.log: record at offset {offset} is cut short")
+            raise EntryLogCorruptedException(f"entry log {log_id:x}.log: record at offset {offset} is cut short")
         return data
 
     def read_span(self, log_id: int, first_offset: int, end_offset: int) -> bytes:
@@ -295,16 +292,16 @@ def encode_ledgers_map(ledgers: dict[LedgerId, int]) -> bytes:
         for i in range(0, len(rows), LEDGERS_MAP_MAX_BATCH):
             batch = rows[i: i + LEDGERS_MAP_MAX_BATCH]
             body = struct.pack(">qqi", INVALID_LEDGER_ID, marker, len(batch)) + b"".join(struct.pack(fmt, *r) for r in batch)
-            parts += (ef.FRAME.pack(len(body)), body)
+            parts += (entry_format.FRAME.pack(len(body)), body)
     return b"".join(parts)
 
 
 def decode_ledgers_map(data: bytes, count: int) -> dict[LedgerId, int]:
     result: dict[LedgerId, int] = {}
-    for record in ef.iter_frames(data):
+    for record in entry_format.iter_frames(data):
         lid, marker, n = struct.unpack_from(">qqi", record)
         if lid != INVALID_LEDGER_ID or marker not in (LEDGERS_MAP_ENTRY_ID, LEDGERS_MAP_SCOPED_ENTRY_ID):
-            raise EntryLogCorruptedError("ledgers map record has a bad marker")
+            raise EntryLogCorruptedException("ledgers map record has a bad marker")
         if marker == LEDGERS_MAP_ENTRY_ID:
             for ledger_id, size in struct.iter_unpack(">qq", record[20: 20 + 16 * n]):
                 result[LedgerId(0, ledger_id)] = size
@@ -312,7 +309,7 @@ def decode_ledgers_map(data: bytes, count: int) -> dict[LedgerId, int]:
             for scope, ledger_id, size in struct.iter_unpack(">qqq", record[20: 20 + 24 * n]):
                 result[LedgerId(scope, ledger_id)] = size
     if len(result) != count:
-        raise EntryLogCorruptedError(f"ledgers map lists {len(result)} ledgers, header says {count}")
+        raise EntryLogCorruptedException(f"ledgers map lists {len(result)} ledgers, header says {count}")
     return result
 
 
@@ -324,16 +321,16 @@ def scan_entry_log(path: str):
     with open(path, "rb") as f:
         data = f.read()
     if data[:4] != LOG_MAGIC:
-        raise EntryLogCorruptedError(f"{path}: no BKLO entry log header")
+        raise EntryLogCorruptedException(f"{path}: no BKLO entry log header")
     _, _, map_offset, _ = _HEADER.unpack_from(data, 0)
     end = map_offset or len(data)
     pos = LOG_HEADER_SIZE
-    while pos + ef.FRAME_LEN <= end:
-        (size,) = ef.FRAME.unpack_from(data, pos)
-        if size <= 0 or pos + ef.FRAME_LEN + size > end:
+    while pos + entry_format.FRAME_LEN <= end:
+        (size,) = entry_format.FRAME.unpack_from(data, pos)
+        if size <= 0 or pos + entry_format.FRAME_LEN + size > end:
             return  # zeros or a record cut short: the end of what was written
-        entry = data[pos + ef.FRAME_LEN: pos + ef.FRAME_LEN + size]
-        if ef.peek_meta(entry, 0)[0].scope_id == 0 and entry[:8] == b"\xff" * 8:
+        entry = data[pos + entry_format.FRAME_LEN: pos + entry_format.FRAME_LEN + size]
+        if entry_format.peek_meta(entry, 0)[0].scope_id == 0 and entry[:8] == b"\xff" * 8:
             return  # a ledgers map written by a roll that did not patch the header
-        yield pos + ef.FRAME_LEN, entry
-        pos += ef.FRAME_LEN + size
+        yield pos + entry_format.FRAME_LEN, entry
+        pos += entry_format.FRAME_LEN + size

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bookie.exceptions import IndexCorruptedException
 from bookie.ledger_id import LedgerId
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,6 @@ _HEADER_FIXED = 20  # magic, version, keyLen, stateBits, lacLen
 MAX_MASTER_KEY_LENGTH = INDEX_HEADER_SIZE - _HEADER_FIXED - max(EXPLICIT_LAC_LENGTHS)
 
 
-class IndexCorruptedError(Exception):
-    """An index file's header is not a BKLE header."""
-
-
 @dataclass
 class IndexHeader:
     master_key: bytes
@@ -63,7 +60,7 @@ class IndexHeader:
     @classmethod
     def decode(cls, data: bytes, path: str) -> "IndexHeader":
         if len(data) < 16 or data[:4] != INDEX_MAGIC:
-            raise IndexCorruptedError(f"{path}: missing BKLE index signature")
+            raise IndexCorruptedException(f"{path}: missing BKLE index signature")
         _, key_len = struct.unpack_from(">ii", data, 4)
         key = data[12: 12 + key_len]
         state, lac_len = struct.unpack_from(">ii", data, 12 + key_len)

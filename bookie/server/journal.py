@@ -1,6 +1,6 @@
 """The journal: every change to a ledger is written and fsynced here before it is acknowledged.
 
-Files are ``<journalDir>/current/<hex id>.txn`` (reference §4.1): a 512-byte header (``BKLG``, version 6,
+Files are ``<journalDir>/current/<hex id>.txn`` (BookKeeper's Journal and JournalChannel): a 512-byte header (``BKLG``, version 6,
 zero padded), then records ``int32 len | payload``. A payload is an entry (exactly as the client sent
 it) or a metadata record (master key, fence, explicit LAC; negative entry ids).
 
@@ -35,8 +35,8 @@ from typing import Callable, Iterator, NamedTuple
 
 import crc32c
 
-from bookie.proto import entry_format as ef
-from bookie.server.exceptions import JournalException
+from bookie.exceptions import JournalException
+from bookie.proto import entry_format
 from bookie.util.io import pwritev_all
 
 log = logging.getLogger(__name__)
@@ -427,7 +427,7 @@ def _read_group(view: memoryview, pos: int, require_check: bool) -> _Group | str
     """The group starting at ``pos``; or why it is bad; or None at the end of the journal."""
     size, first, count = len(view), pos, 0
     while pos + 4 <= size:
-        (length,) = ef.FRAME.unpack_from(view, pos)
+        (length,) = entry_format.FRAME.unpack_from(view, pos)
         if length == 0:
             break
         if length == PADDING_MASK:
@@ -479,7 +479,7 @@ def _count_records(view: memoryview, pos: int, stop: int) -> int | None:
     while pos < stop:
         if pos + 4 > stop:
             return None
-        (length,) = ef.FRAME.unpack_from(view, pos)
+        (length,) = entry_format.FRAME.unpack_from(view, pos)
         if length <= 0:
             return None
         pos += 4 + length
@@ -489,7 +489,7 @@ def _count_records(view: memoryview, pos: int, stop: int) -> int | None:
 
 def iter_records(group: memoryview) -> Iterator[memoryview]:
     """The records (payloads) of a group handed over by ``scan_journal``."""
-    return ef.iter_frames(group)
+    return entry_format.iter_frames(group)
 
 
 def _fsync_dir(path: str) -> None:

@@ -1,7 +1,7 @@
 """LastLogMark: the journal position up to which everything is in the entry logs and index files.
 
 Persisted as 16 bytes (``journalId:i64 | offset:i64``) in ``<ledgerDir>/current/lastMark`` of every
-ledger directory, ``lastMark.<i>`` when there are several journals (reference §4.1). On start the
+ledger directory, ``lastMark.<i>`` when there are several journals (BookKeeper's Journal.LastLogMark). On start the
 largest mark found in any ledger directory wins. Written to a temporary file, fsynced, then renamed,
 so a crash leaves the old mark or the new one, never a torn one.
 """

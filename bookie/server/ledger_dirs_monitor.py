@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 from typing import Callable
+
+from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
 
@@ -20,14 +21,13 @@ def disk_usage(path: str) -> float:
     return usage.used / usage.total if usage.total else 1.0
 
 
-class LedgerDirsMonitor:
+class LedgerDirsMonitor(PeriodicThread):
     def __init__(self, conf, dirs: list[str], on_change: Callable[[bool], None]):
+        super().__init__("LedgerDirsMonitor", conf["diskCheckInterval"] / 1000.0)
         self.conf = conf
         self.dirs = dirs
         self.full: set[str] = set()
         self._on_change = on_change
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def any_full(self) -> bool:
@@ -52,19 +52,5 @@ class LedgerDirsMonitor:
             self._on_change(self.any_full)
         return self.any_full
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="LedgerDirsMonitor", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        interval = self.conf["diskCheckInterval"] / 1000.0
-        while not self._stop.wait(interval):
-            try:
-                self.check()
-            except OSError:
-                log.exception("disk check failed")
-
-    def shutdown(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+    def run_once(self) -> None:
+        self.check()

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bookie.exceptions import (BadRequestException, EntryCorruptedException, NoEntryException,
+                               NoLedgerException, UnauthorizedAccessException)
 from bookie.ledger_id import LedgerId
-from bookie.proto import entry_format as ef
-from bookie.server.entry_logger import EntryLogCorruptedError, EntryLogger
-from bookie.server.exceptions import (BadRequestException, EntryCorruptedException, NoEntryException,
-                                      NoLedgerException, UnauthorizedAccessException)
+from bookie.proto import entry_format
+from bookie.server.entry_logger import EntryLogCorruptedException, EntryLogger
 from bookie.server.index import (EXPLICIT_LAC_LENGTHS, LAC_METADATA_LENGTH, MAX_ENTRY_ID, MAX_MASTER_KEY_LENGTH,
                                  IndexHeader, IndexPersistenceMgr)
 from bookie.server.ledger_cache import LedgerCache
@@ -53,13 +53,15 @@ def check_explicit_lac(ledger: LedgerId, lac_blob: bytes, lac: int | None = None
         raise BadRequestException(f"ledger {ledger}: explicit LAC blob names ledger {blob_ledger}")
     if lac is not None and blob_lac != lac:
         raise BadRequestException(f"ledger {ledger}: request says LAC {lac} but its blob says {blob_lac}")
-    if blob_lac < ef.INVALID_ENTRY_ID:
+    if blob_lac < entry_format.INVALID_ENTRY_ID:
         raise BadRequestException(f"ledger {ledger}: explicit LAC {blob_lac} refused (allowed: -1 or an entry id)")
     return blob_lac
 
 
 @dataclass
-class LedgerState:
+class LedgerDescriptor:
+    """What a bookie keeps per ledger (BookKeeper's LedgerDescriptor): master key, fence, explicit LAC,
+    the highest LAC piggybacked and entry stored. Not the metadata's OPEN/IN_RECOVERY/CLOSED state."""
     master_key: bytes
     fenced: bool = False
     explicit_lac: bytes | None = None
@@ -85,14 +87,14 @@ class InterleavedLedgerStorage:
         self.index = IndexPersistenceMgr(index_dirs, conf["openFileLimit"])
         self.cache = LedgerCache(self.index, conf["pageSize"], conf["pageLimit"],
                                  before_write=self.entry_logger.flush, header_for=self._header_for)
-        self._ledgers: dict[LedgerId, LedgerState] = {}
+        self._ledgers: dict[LedgerId, LedgerDescriptor] = {}
 
     def _header_for(self, ledger: LedgerId) -> IndexHeader:
         return self._ledgers[ledger].header()
 
     # -- ledger state ------------------------------------------------------------------------------
-    def state(self, ledger: LedgerId) -> LedgerState | None:
-        """The ledger's state, loaded from its index file if it is not in memory (None if unknown)."""
+    def descriptor(self, ledger: LedgerId) -> LedgerDescriptor | None:
+        """The ledger's descriptor, loaded from its index file if it is not in memory (None if unknown)."""
         with self.lock:
             state = self._ledgers.get(ledger)
             if state is None:
@@ -100,7 +102,7 @@ class InterleavedLedgerStorage:
                 if info is None:
                     return None
                 header = info.read_header()
-                state = LedgerState(header.master_key, header.fenced, header.explicit_lac, header_dirty=False)
+                state = LedgerDescriptor(header.master_key, header.fenced, header.explicit_lac, header_dirty=False)
                 state.last_entry_id = self.cache.last_entry_on_disk(ledger)
                 self._ledgers[ledger] = state
                 if state.last_entry_id >= 0:
@@ -109,24 +111,24 @@ class InterleavedLedgerStorage:
 
     def _lac_of(self, ledger: LedgerId, entry_id: int) -> int:
         try:
-            return ef.peek_ids(self.read_entry(ledger, entry_id), 0)[3]
+            return entry_format.peek_ids(self.read_entry(ledger, entry_id), 0)[3]
         except (NoEntryException, EntryCorruptedException) as exc:
             log.warning("ledger %s: cannot read entry %d for its LAC: %s", ledger, entry_id, exc)
             return -1
 
-    def get_or_create(self, ledger: LedgerId, master_key: bytes) -> tuple[LedgerState, bool]:
+    def get_or_create(self, ledger: LedgerId, master_key: bytes) -> tuple[LedgerDescriptor, bool]:
         """The ledger's state, created with ``master_key`` if new; another key -> EUA."""
         with self.lock:
-            state = self.state(ledger)
+            state = self.descriptor(ledger)
             if state is None:
-                state = self._ledgers[ledger] = LedgerState(master_key)
+                state = self._ledgers[ledger] = LedgerDescriptor(master_key)
                 return state, True
             if state.master_key != master_key:
                 raise UnauthorizedAccessException(f"ledger {ledger}: master key does not match the ledger's key")
             return state, False
 
-    def require(self, ledger: LedgerId) -> LedgerState:
-        state = self.state(ledger)
+    def require(self, ledger: LedgerId) -> LedgerDescriptor:
+        state = self.descriptor(ledger)
         if state is None:
             raise NoLedgerException(f"ledger {ledger} is not stored on this bookie")
         return state
@@ -160,12 +162,12 @@ class InterleavedLedgerStorage:
             return self.cache.stored_ids(ledger, last)
 
     # -- entries -----------------------------------------------------------------------------------
-    def add_framed(self, ledger: LedgerId, state: LedgerState, blob, entry_ids: np.ndarray,
+    def add_framed(self, ledger: LedgerId, state: LedgerDescriptor, blob, entry_ids: np.ndarray,
                    frame_offsets: np.ndarray, max_lac: int) -> None:
         """Store a framed batch of ``ledger``'s entries (ids and frame offsets already parsed)."""
         with self.lock:
             start = self.entry_logger.add_framed(ledger, blob)
-            self.cache.put(ledger, entry_ids, frame_offsets + (start + ef.FRAME_LEN))
+            self.cache.put(ledger, entry_ids, frame_offsets + (start + entry_format.FRAME_LEN))
             last = int(entry_ids.max())
             if last > state.last_entry_id:
                 state.last_entry_id = last
@@ -175,7 +177,7 @@ class InterleavedLedgerStorage:
         """The entry as stored; NoEntry if absent, EntryCorrupted if what is stored is not that entry."""
         with self.lock:
             state = self.require(ledger)
-            if entry_id == ef.INVALID_ENTRY_ID:  # entry -1: the last entry this bookie has
+            if entry_id == entry_format.INVALID_ENTRY_ID:  # entry -1: the last entry this bookie has
                 entry_id = state.last_entry_id
                 if entry_id < 0:
                     raise NoEntryException(f"ledger {ledger} has no entries on this bookie")
@@ -187,7 +189,7 @@ class InterleavedLedgerStorage:
                 raise NoEntryException(f"ledger {ledger}: entry {entry_id} is not stored on this bookie")
             try:
                 data = self.entry_logger.read_record(loc)
-            except (EntryLogCorruptedError, OSError) as exc:
+            except (EntryLogCorruptedException, OSError) as exc:
                 raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: {exc}") from None
         _check_ids(data, 0, ledger, entry_id, loc)
         return data
@@ -265,18 +267,18 @@ class InterleavedLedgerStorage:
         reaches ``budget`` bytes (always at least one entry).
         """
         try:
-            span = self.entry_logger.read_span(log_id, int(offs[0]) - ef.FRAME_LEN, int(offs[-1]) - ef.FRAME_LEN)
+            span = self.entry_logger.read_span(log_id, int(offs[0]) - entry_format.FRAME_LEN, int(offs[-1]) - entry_format.FRAME_LEN)
             last_record = self.entry_logger.read_record((log_id << 32) | int(offs[-1]))
-        except (EntryLogCorruptedError, OSError) as exc:
+        except (EntryLogCorruptedException, OSError) as exc:
             raise EntryCorruptedException(f"ledger {ledger} entries {ids[0]}..{ids[-1]}: {exc}") from None
-        tail = ef.FRAME.pack(len(last_record)) + last_record
+        tail = entry_format.FRAME.pack(len(last_record)) + last_record
         if len(ids) == 1:
             _check_ids(last_record, 0, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
             return [tail], 1, len(tail)
-        rel = offs[:-1] - (int(offs[0]) - ef.FRAME_LEN)  # where each record (after its size) starts in span
+        rel = offs[:-1] - (int(offs[0]) - entry_format.FRAME_LEN)  # where each record (after its size) starts in span
         data = np.frombuffer(span, dtype=np.uint8)
-        sizes = _gather_be(data, rel - ef.FRAME_LEN, 4).astype(np.int64)
-        bad = np.flatnonzero((sizes < ef.V1_HEADER_LEN) | (rel + sizes > len(span)))
+        sizes = _gather_be(data, rel - entry_format.FRAME_LEN, 4).astype(np.int64)
+        bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (rel + sizes > len(span)))
         if len(bad):
             k = int(bad[0])
             raise EntryCorruptedException(f"ledger {ledger} entry {ids[k]}: record in entry log {log_id:x}.log has "
@@ -288,11 +290,11 @@ class InterleavedLedgerStorage:
             k = int(wrong[0])
             _check_ids(span, int(rel[k]), ledger, int(ids[k]), (log_id << 32) | int(offs[k]))
         _check_ids(last_record, 0, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
-        used = np.cumsum(sizes + ef.FRAME_LEN)
+        used = np.cumsum(sizes + entry_format.FRAME_LEN)
         cut = int(np.searchsorted(used, budget)) + 1  # entries up to the one that reaches the budget
         if cut < len(ids):
             return _frames_of(span, rel[:cut], sizes[:cut]), cut, int(used[cut - 1])
-        if (rel[1:] == rel[:-1] + sizes[:-1] + ef.FRAME_LEN).all() and rel[-1] + sizes[-1] == len(span):
+        if (rel[1:] == rel[:-1] + sizes[:-1] + entry_format.FRAME_LEN).all() and rel[-1] + sizes[-1] == len(span):
             return [span, tail], len(ids), int(used[-1]) + len(tail)  # back to back: no per-entry copies
         return _frames_of(span, rel, sizes) + [tail], len(ids), int(used[-1]) + len(tail)
 
@@ -330,15 +332,15 @@ def _frames_of(span: bytes, rel: np.ndarray, sizes: np.ndarray) -> list:
     Equal records at equal distances (a striped read of equal-sized entries: every other record of
     the log) come out with one strided numpy copy; anything else one slice per record.
     """
-    n, first = len(rel), int(rel[0]) - ef.FRAME_LEN
-    frame = int(sizes[0]) + ef.FRAME_LEN
+    n, first = len(rel), int(rel[0]) - entry_format.FRAME_LEN
+    frame = int(sizes[0]) + entry_format.FRAME_LEN
     if n > 1 and (sizes == sizes[0]).all():
         step = int(rel[1] - rel[0])
         if step >= frame and (np.diff(rel) == step).all():
             # one opaque item per record, so numpy copies each with one memcpy
             return [np.ndarray((n,), dtype=f"V{frame}", buffer=span, offset=first, strides=(step,)).tobytes()]
     view = memoryview(span)
-    return [view[r - ef.FRAME_LEN: r + size] for r, size in zip(rel.tolist(), sizes.tolist())]
+    return [view[r - entry_format.FRAME_LEN: r + size] for r, size in zip(rel.tolist(), sizes.tolist())]
 
 
 def _gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -349,7 +351,7 @@ def _gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 
 def _check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:
     try:
-        scope, lid, eid, _ = ef.peek_ids(buf, offset)
+        scope, lid, eid, _ = entry_format.peek_ids(buf, offset)
     except (IndexError, struct.error) as exc:  # a record too short for a header
         raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: unreadable header ({exc})") from None
     if (scope, lid) != ledger or eid != entry_id:

@@ -14,6 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from bookie.exceptions import ProcessStartException
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.meta.zookeeper_server import ZooKeeperServer
 from bookie.util.processes import free_port, stop_process, tail
@@ -119,13 +120,13 @@ class LocalBookKeeper:
         with ZKMetadataStore(self.metadata_service_uri) as store:
             while time.monotonic() < deadline:
                 if bookie.proc.poll() is not None:
-                    raise RuntimeError(f"bookie {bookie.bookie_id} exited with code {bookie.proc.returncode}:\n"
+                    raise ProcessStartException(f"bookie {bookie.bookie_id} exited with code {bookie.proc.returncode}:\n"
                                        f"{tail(bookie.log_path)}")
                 session = store.registration_session(bookie.bookie_id)
                 if session is not None and session != bookie.stale_session:
                     return
                 time.sleep(0.05)
-        raise RuntimeError(f"bookie {bookie.bookie_id} did not register within {timeout:.0f} s:\n{tail(bookie.log_path)}")
+        raise ProcessStartException(f"bookie {bookie.bookie_id} did not register within {timeout:.0f} s:\n{tail(bookie.log_path)}")
 
     def kill_bookie(self, index: int, sig: int = signal.SIGKILL) -> int:
         """Stop bookie ``index`` by PID with ``sig`` (SIGKILL: a crash; SIGTERM: a clean stop)."""

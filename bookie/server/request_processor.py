@@ -20,15 +20,15 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.message import DecodeError
 
+from bookie.exceptions import BadRequestException, BookieException, NoEntryException
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
 from bookie.proto import availability
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.read_range import encode_read_range_response
 from bookie.server.bookie import Bookie
-from bookie.server.exceptions import BadRequestException, BookieException, NoEntryException
 from bookie.server.index import MAX_ENTRY_ID
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                 return await self._long_poll(request, ledger, response)
             body = await self._run(self.bookie.read_entry, ledger, request.entryId)
             response.body = body
-            response.entryId = ef.peek_ids(body, 0)[2]
+            response.entryId = entry_format.peek_ids(body, 0)[2]
             response.maxLAC = self.bookie.last_add_confirmed(ledger)
             response.status = status.EOK
         except Exception as exc:
@@ -166,7 +166,7 @@ class BookieServicer(pb_grpc.BookieServicer):
         if piggyback and request.entryId != -1:
             raise BadRequestException("ENTRY_PIGGYBACK long poll needs entryId -1")
         previous = request.previousLAC
-        if not ef.INVALID_ENTRY_ID <= previous <= MAX_ENTRY_ID:
+        if not entry_format.INVALID_ENTRY_ID <= previous <= MAX_ENTRY_ID:
             raise BadRequestException(f"long poll previousLAC {previous} refused (allowed: -1..{MAX_ENTRY_ID})")
         if not 0 <= request.timeOut <= MAX_LONG_POLL_TIMEOUT_MS:
             raise BadRequestException(f"long poll timeOut {request.timeOut} ms refused (allowed: 0.."

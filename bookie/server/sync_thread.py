@@ -1,6 +1,6 @@
 """SyncThread: the checkpoint that lets old journals go.
 
-Every ``flushInterval`` ms (reference §4.1, seed 01 "Data Flush"):
+Every ``flushInterval`` ms (BookKeeper's SyncThread and CheckpointSource):
 1. record each journal's LastLogMark (what is written and fsynced so far) in memory;
 2. flush the ledger storage: entry logs fsynced, then index pages and ledger headers;
 3. persist the marks in every ledger directory;
@@ -16,20 +16,19 @@ import threading
 from bookie.server.journal import Journal, LogMark
 from bookie.server.last_log_mark import write_last_mark
 from bookie.server.ledger_storage import InterleavedLedgerStorage
+from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
 
 
-class SyncThread:
+class SyncThread(PeriodicThread):
     def __init__(self, journals: list[Journal], storage: InterleavedLedgerStorage, ledger_dirs: list[str],
                  flush_interval_ms: int):
+        super().__init__("SyncThread", flush_interval_ms / 1000.0)
         self.journals = journals
         self.storage = storage
         self.ledger_dirs = ledger_dirs
-        self.interval = flush_interval_ms / 1000.0
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.checkpoints = 0
 
     def checkpoint(self) -> list[LogMark]:
@@ -43,19 +42,5 @@ class SyncThread:
             self.checkpoints += 1
             return marks
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="SyncThread", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.checkpoint()
-            except Exception:  # keep checkpointing; the journal still holds everything
-                log.exception("checkpoint failed")
-
-    def shutdown(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+    def run_once(self) -> None:
+        self.checkpoint()  # a failure is logged and retried next round; the journal still holds everything

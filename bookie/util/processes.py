@@ -7,6 +7,8 @@ import socket
 import subprocess
 import time
 
+from bookie.exceptions import ProcessStartException
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now."""
@@ -20,14 +22,14 @@ def wait_for_port(port: int, proc: subprocess.Popen | None, timeout: float, what
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {proc.returncode} before listening on port {port}"
+            raise ProcessStartException(f"{what} exited with code {proc.returncode} before listening on port {port}"
                                + (f":\n{tail(log_path)}" if log_path else ""))
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f} s"
+    raise ProcessStartException(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f} s"
                        + (f":\n{tail(log_path)}" if log_path else ""))
 
 

@@ -20,11 +20,11 @@ import random
 import signal
 import sys
 
+from bookie.exceptions import NoLedgerException
 from bookie.ledger_id import LedgerId
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server import Bookie, ServerConfiguration
 from bookie.server.entry_logger import EntryLogger
-from bookie.server.exceptions import NoLedgerException
 from bookie.server.journal import Journal
 from bookie.server.ledger_cache import LedgerCache
 

@@ -12,10 +12,10 @@ import json
 import sys
 import time
 
+from bookie.exceptions import NoLedgerException
 from bookie.ledger_id import LedgerId
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server import Bookie, ServerConfiguration
-from bookie.server.exceptions import NoLedgerException
 
 PASSWORD = b"pw"
 

@@ -1,7 +1,13 @@
-"""BKException and its subclasses, with BookKeeper's names and codes (BKException.Code, reference §3.7).
+"""Every error this project raises, under one root: ``BKException`` (kazoo's ``kazoo/exceptions.py`` is
+the model: one root, a code -> class table).
 
-Each message says what was asked, of which ledger or bookie, and why. ``from_status`` maps a bookie's
-status code to the exception a client raises, as BookKeeper's CompletionValue does.
+- Client errors carry BookKeeper's ``BKException.Code`` (``code``), with BookKeeper's class names;
+  ``EXCEPTIONS_BY_CODE`` maps a code to its class, and ``from_status`` maps a bookie's status code to
+  the exception a client raises, as BookKeeper's CompletionValue does.
+- Bookie-side errors (``BookieException`` and below) carry the v3 status the server answers with.
+- Configuration and process errors close the list. Every name ends in ``Exception``.
+
+Each message says what was asked, of which ledger or bookie, and why.
 """
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from bookie.proto import status
 
 
 class BKException(Exception):
+    """The root of every error this project raises."""
+
     code = -999  # UnexpectedConditionException
 
     def __init__(self, message: str = ""):
@@ -57,6 +65,16 @@ class BKReplicationException(BKException): code = -200
 class BKUnexpectedConditionException(BKException): code = -999
 
 
+# Defined so far: exactly the classes of BookKeeper's codes (every later class refines one of them).
+EXCEPTIONS_BY_CODE: dict[int, type[BKException]] = {
+    cls.code: cls for cls in [*BKException.__subclasses__(), BKNoSuchLedgerExistsOnMetadataServerException]}
+
+
+def from_code(code: int, message: str = "") -> BKException:
+    """The exception for a BookKeeper error code (BKUnexpectedConditionException if unknown)."""
+    return EXCEPTIONS_BY_CODE.get(code, BKUnexpectedConditionException)(message)
+
+
 class BKMessageTooLargeException(BKIncorrectParameterException):
     """A bookie refused a message as larger than its ``nettyMaxFrameSizeBytes``. The bookie is healthy:
     the client's limit is set above the bookie's, so replacing the bookie would not help."""
@@ -82,3 +100,71 @@ _BY_STATUS: dict[int, type[BKException]] = {
 def from_status(code: int, default: type[BKException], message: str) -> BKException:
     """The client exception for a bookie status (anything unmapped: the operation's default)."""
     return _BY_STATUS.get(code, default)(f"{message} ({status.name_of(code)})")
+
+
+# -- bookie side (BookieException): each carries the v3 status the server answers with ---------------
+class BookieException(BKException):
+    status = status.EIO
+
+
+class NoLedgerException(BookieException):
+    """This bookie holds nothing of the ledger."""
+    status = status.ENOLEDGER
+
+
+class NoEntryException(BookieException):
+    """The ledger is known here but this entry is not: an answer, not a failure."""
+    status = status.ENOENTRY
+
+
+class EntryCorruptedException(BookieException):
+    """The entry's location is known but what is stored there is not that entry: could not read, never 'absent'."""
+    status = status.EIO
+
+
+class EntryLogCorruptedException(BookieException):
+    """An entry log record is not readable as a record (bad size, past the end of the file)."""
+
+
+class IndexCorruptedException(BookieException):
+    """An index file's header is not a BKLE header."""
+
+
+class LedgerFencedException(BookieException):
+    status = status.EFENCED
+
+
+class UnauthorizedAccessException(BookieException):
+    """The master key differs from the ledger's first key."""
+    status = status.EUA
+
+
+class ReadOnlyException(BookieException):
+    """Normal adds are refused while the bookie is read-only (recovery adds still work)."""
+    status = status.EREADONLY
+
+
+class BadRequestException(BookieException):
+    status = status.EBADREQ
+
+
+class TooManyRequestsException(BookieException):
+    status = status.ETOOMANYREQUESTS
+
+
+class CookieException(BookieException):
+    """A journal or ledger directory does not belong to this bookie as configured."""
+
+
+class JournalException(BookieException):
+    """The journal cannot be written or replayed."""
+
+
+# -- configuration and processes ----------------------------------------------------------------------
+class ConfigurationException(BKException, ValueError):
+    """A configuration value (bk_server.conf key, client setting, metadataServiceUri) is missing or not
+    what it allows."""
+
+
+class ProcessStartException(BKException, RuntimeError):
+    """A server process started here (ZooKeeper, a bookie) exited or did not listen in time."""
