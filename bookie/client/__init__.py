@@ -5,7 +5,8 @@
 from bookie.client.bookkeeper import BookKeeper
 from bookie.client.conf import ClientConfiguration
 from bookie.client.ledger_entry import LedgerEntry
-from bookie.client.ledger_handle import LedgerHandle, LedgerHandleAdv
+from bookie.client.ledger_handle import LedgerHandle
+from bookie.client.ledger_handle_adv import LedgerHandleAdv
 from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
 
 __all__ = ["BookKeeper", "ClientConfiguration", "LedgerEntry", "LedgerHandle", "LedgerHandleAdv",

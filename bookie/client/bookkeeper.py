@@ -22,7 +22,8 @@ from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
 from bookie.client.conf import ClientConfiguration
 from bookie.client.ensemble_placement import new_ensemble
-from bookie.client.ledger_handle import LedgerHandle, LedgerHandleAdv
+from bookie.client.ledger_handle import LedgerHandle
+from bookie.client.ledger_handle_adv import LedgerHandleAdv
 from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
 from bookie.exceptions import (BKClientClosedException, BKDigestMatchException, BKIncorrectParameterException,
                                BKLedgerExistException, BKUnauthorizedAccessException)
@@ -30,9 +31,11 @@ from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto.checksum import DigestType
+from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
 QUARANTINE_SECONDS = 60.0  # a bookie that just failed is not picked again this soon (if others will do)
+TIMER_INTERVAL = 0.1  # seconds between the timer's rounds: the resolution of addEntryTimeout and explicitLacInterval
 _STOP = object()
 
 
@@ -66,7 +69,7 @@ class BookKeeper:
         self._completion_thread.start()
         self._writers: "weakref.WeakSet[LedgerHandle]" = weakref.WeakSet()
         self._closed = threading.Event()
-        self._timer = threading.Thread(target=self._timer_loop, name="bk-timer", daemon=True)
+        self._timer = PeriodicThread("bk-timer", TIMER_INTERVAL, self._check_writers)
         self._timer.start()
 
     # -- bookies ------------------------------------------------------------------------------------
@@ -131,21 +134,24 @@ class BookKeeper:
                 elif not entry.future.done():
                     entry.future.set_result(entry.result())
 
-    def _register_writer(self, handle: LedgerHandle) -> None:
+    def register_writer(self, handle: LedgerHandle) -> None:
+        """Watch ``handle`` with the timer until it closes (its add timeouts and explicit LAC)."""
         self._writers.add(handle)
 
-    def _unregister_writer(self, handle: LedgerHandle) -> None:
+    def unregister_writer(self, handle: LedgerHandle) -> None:
         self._writers.discard(handle)
 
-    def _timer_loop(self) -> None:
-        while not self._closed.wait(0.1):
-            now = time.monotonic()
-            for handle in list(self._writers):
-                try:
-                    handle._check_timeouts(now)
-                    handle._maybe_send_explicit_lac(now)
-                except Exception:
-                    log.exception("timer of ledger %s failed", handle.ledger)
+    def _check_writers(self) -> None:
+        """One round of the timer: add timeouts and explicit LACs of every open writer."""
+        if self._closed.is_set():
+            return  # close() fails what is pending; nothing to time out any more
+        now = time.monotonic()
+        for handle in list(self._writers):
+            try:  # one writer's failure must not starve the others
+                handle.check_add_timeouts(now)
+                handle.flush_explicit_lac_if_due(now)
+            except Exception:
+                log.exception("timer of ledger %s failed", handle.ledger)
 
     # -- ledgers ------------------------------------------------------------------------------------
     def create_ledger(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
@@ -227,12 +233,10 @@ class BookKeeper:
             return
         self._closed.set()
         for handle in list(self._writers):
-            with handle._lock:
-                failed = handle._fail(BKClientClosedException(f"client closed with appends to ledger {handle.ledger} pending"))
-            self.fail_all(failed)
+            handle.fail_all_pending(BKClientClosedException(f"client closed with appends to ledger {handle.ledger} pending"))
         self._completions.put(_STOP)
         self._completion_thread.join()
-        self._timer.join()
+        self._timer.shutdown()
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
         for client in clients:

@@ -1,0 +1,98 @@
+"""From appended payloads to what each bookie stores: pieces that fit one add message, framed
+entries, and the per-bookie parts of a striped run of entries (RoundRobinDistributionSchedule).
+
+Pure: no I/O and no locks, so the writer's arithmetic is tested without processes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bookie.client.conf import ClientConfiguration
+from bookie.exceptions import BKIncorrectParameterException
+from bookie.proto import entry_format
+from bookie.proto.checksum import DigestManager
+
+# Room an AddRequest needs around its entries (ids, master key, flags): what is left of the bookie's
+# largest message (nettyMaxFrameSizeBytes) carries the framed entries.
+ADD_REQUEST_RESERVE = 1024
+
+
+@dataclass(frozen=True)
+class AddMessageLimits:
+    """How much one add message carries: at most ``max_entries`` entries (maxBatchEntries) whose frames
+    fit in ``entry_bytes``; every entry costs ``entry_overhead`` bytes besides its payload."""
+
+    netty_max_frame_size: int  # nettyMaxFrameSizeBytes, the largest message a bookie takes
+    max_entries: int
+    entry_overhead: int  # entry frame header, digest header and MAC
+
+    @classmethod
+    def of(cls, conf: ClientConfiguration, digest: DigestManager) -> AddMessageLimits:
+        return cls(conf.nettyMaxFrameSizeBytes, conf.maxBatchEntries,
+                   entry_format.FRAME_LEN + digest.header_len + digest.mac_length)
+
+    @property
+    def entry_bytes(self) -> int:
+        """Room for framed entries in one add message."""
+        return self.netty_max_frame_size - ADD_REQUEST_RESERVE
+
+    @property
+    def max_payload(self) -> int:
+        """The largest payload an entry may have: alone, it fills one add message."""
+        return self.entry_bytes - self.entry_overhead
+
+    def pieces(self, ledger, payloads: list) -> list[int]:
+        """Where to cut ``payloads`` so that each piece fits one add message: piece k is
+        ``payloads[cuts[k]:cuts[k + 1]]``. Checks every payload first, so a bad one is refused before
+        any entry id is taken."""
+        overhead, budget, max_entries = self.entry_overhead, self.entry_bytes, self.max_entries
+        max_payload = budget - overhead
+        cuts, size, count = [0], 0, 0
+        for k, payload in enumerate(payloads):
+            if not isinstance(payload, (bytes, bytearray, memoryview)):
+                raise BKIncorrectParameterException(f"ledger {ledger}: a payload is bytes, not {type(payload).__name__}")
+            n = len(payload)
+            if n > max_payload:
+                raise BKIncorrectParameterException(
+                    f"ledger {ledger}: an entry of {n} bytes is larger than a bookie takes: at most "
+                    f"{max_payload} bytes fit in one add message (nettyMaxFrameSizeBytes = "
+                    f"{self.netty_max_frame_size}); split the payload, or raise nettyMaxFrameSizeBytes on the "
+                    "bookies and this client alike")
+            if count and (count == max_entries or size + n + overhead > budget):
+                cuts.append(k)
+                size = count = 0
+            size += n + overhead
+            count += 1
+        cuts.append(len(payloads))
+        return cuts
+
+
+def frame_entries(digest: DigestManager, first: int, lac: int, length: int, payloads: list) -> tuple[list[bytes], int]:
+    """``payloads`` framed as entries ``first..`` carrying ``lac``; returns the frames and the ledger's
+    length through the last of them (``length`` is the length before the first)."""
+    frames = []
+    for k, payload in enumerate(payloads):
+        length += len(payload)
+        frames.append(digest.build_frame(first + k, lac, length, payload))
+    return frames, length
+
+
+def stripe(first: int, frames: list[bytes], write_sets: list[tuple[int, ...]]
+           ) -> tuple[dict[int, bytes], tuple[tuple[int, ...], ...]]:
+    """What each bookie stores of entries ``first..`` (``frames``), and the write sets they use.
+
+    ``write_sets[r]`` is the write set of the entries ``e`` with ``e mod E == r``. Returns ``parts``:
+    bookie index -> its entries' frames, concatenated in entry order (one shared blob when every
+    bookie stores every entry), and ``quorums``: the distinct write sets, each needing AQ acks.
+    """
+    E, WQ = len(write_sets), len(write_sets[0])
+    last = first + len(frames) - 1
+    residues = sorted({e % E for e in range(first, min(last, first + E - 1) + 1)})
+    quorums = tuple(write_sets[r] for r in residues)
+    if len(frames) == 1 or WQ == E:
+        blob = frames[0] if len(frames) == 1 else b"".join(frames)
+        parts = {i: blob for i in (quorums[0] if len(frames) == 1 else range(E))}
+    else:
+        parts = {i: b"".join(f for k, f in enumerate(frames) if i in write_sets[(first + k) % E])
+                 for i in sorted({i for ws in quorums for i in ws})}
+    return parts, quorums
