@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean proto
+.PHONY: test test-unit demo bench clean proto
 
 # (Re)install when the venv is missing or setup.py changed.
 $(STAMP): setup.py
@@ -15,6 +15,10 @@ $(STAMP): setup.py
 
 test: $(STAMP)
 	$(PY) -m pytest tests
+
+# The unit tests alone (no process, no connection): seconds.
+test-unit: $(STAMP)
+	$(PY) -m pytest -m unit
 
 demo: $(STAMP)
 	$(PY) -m spark_bookkeeper.demo

@@ -23,7 +23,7 @@ from bookie.client.bookie_client import BookieClient
 from bookie.ledger_id import LedgerId
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
-from bookie.server.local_bookkeeper import LocalBookKeeper
+from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.util.processes import free_port, stop_process, wait_for_port
 
 BATCH = 256

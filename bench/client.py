@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 
 from bookie.client import BookKeeper
 from bookie.client import benchmark
-from bookie.server.local_bookkeeper import LocalBookKeeper
+from bookie.testing.local_bookkeeper import LocalBookKeeper
 
 
 def zookeeper_as_a_log(hosts: str, seconds: float, entry_size: int = 1024, window: int = 256) -> float:

@@ -17,7 +17,7 @@ PARTITIONS = 4
 @contextmanager
 def cluster_and_spark():
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)
-    from bookie.server.local_bookkeeper import LocalBookKeeper
+    from bookie.testing.local_bookkeeper import LocalBookKeeper
     from spark_bookkeeper.local_session import local_spark_session
     base = tempfile.mkdtemp(prefix="bk-bench-spark-", dir=os.environ.get("BENCH_DIR"))
     try:

@@ -14,7 +14,7 @@ def main() -> None:
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)  # connection chatter while ZooKeeper starts
     from pyspark.sql import functions as F
 
-    from bookie.server.local_bookkeeper import LocalBookKeeper
+    from bookie.testing.local_bookkeeper import LocalBookKeeper
     from spark_bookkeeper.local_session import local_spark_session
 
     print("starting ZooKeeper and 3 bookies on 127.0.0.1 ...", flush=True)

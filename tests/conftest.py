@@ -1,24 +1,28 @@
+"""The fixtures every kind of test shares, and the markers that name the kinds.
+
+A test's kind is its directory: ``tests/unit/`` starts no process and opens no connection,
+``tests/integration/`` starts a real ZooKeeper, bookie processes or engine child processes, and
+``tests/spark/`` a real SparkSession (local[2]). ``pytest -m unit`` runs the unit tests alone, in seconds.
+"""
 from __future__ import annotations
 
-import os
+import pathlib
 
 import pytest
 
 from bookie.server import Bookie, ServerConfiguration
+from tests.helpers.engine_ops import engine_settings
+
+KINDS = ("unit", "integration", "spark")
+TESTS = pathlib.Path(__file__).parent
 
 
-def engine_settings(root, **overrides) -> dict:
-    """Settings for a storage engine under ``root``; tests pass BookKeeper keys to shrink limits."""
-    settings = {
-        "journalDirectories": os.path.join(str(root), "journal"),
-        "ledgerDirectories": os.path.join(str(root), "ledgers"),
-        "journalFlushWhenQueueEmpty": True,
-        "flushInterval": 3600000,  # checkpoints only when a test asks, unless it overrides this
-        "diskCheckInterval": 3600000,
-        "journalPreAllocSizeMB": 1,
-    }
-    settings.update(overrides)
-    return settings
+def pytest_collection_modifyitems(items) -> None:
+    """Mark each test with its kind, from the directory it is in."""
+    for item in items:
+        kind = item.path.relative_to(TESTS).parts[0]
+        if kind in KINDS:
+            item.add_marker(getattr(pytest.mark, kind))
 
 
 @pytest.fixture
@@ -36,31 +40,11 @@ def make_bookie(tmp_path):
         bookie.shutdown()
 
 
-def run_then_sigkill(settings: dict, ops: list) -> None:
-    """Run ``ops`` in a child engine (tests/helpers/engine_ops.py) and SIGKILL it once they are acknowledged."""
-    import json
-
-    from tests.procs import child
-
-    with child("-m", "tests.helpers.engine_ops", json.dumps(settings), json.dumps(ops)) as proc:
-        line = proc.stdout.readline()
-        assert line.strip() == "READY", proc.stderr.read()
-
-
-def flip_byte(path, offset: int, mask: int = 0x40) -> None:
-    """Corrupt one byte of a file in place, as a bad disk would."""
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        byte = f.read(1)
-        f.seek(offset)
-        f.write(bytes([byte[0] ^ mask]))
-
-
 # -- real ZooKeeper and bookie processes ------------------------------------------------------------
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """One real ZooKeeper server (from pyspark's jars) for the whole session; stopped by PID."""
-    from bookie.meta.zookeeper_server import ZooKeeperServer
+    from bookie.testing.zookeeper_server import ZooKeeperServer
     server = ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper")), tick_time=500).start()
     yield server
     server.stop()
@@ -71,7 +55,7 @@ def cluster(zookeeper, tmp_path):
     """Start local clusters (bookie processes) on the session's ZooKeeper, each under its own root."""
     import uuid
 
-    from bookie.server.local_bookkeeper import LocalBookKeeper
+    from bookie.testing.local_bookkeeper import LocalBookKeeper
     clusters = []
 
     def make(num_bookies: int = 3, **settings) -> LocalBookKeeper:
@@ -133,7 +117,7 @@ def shared_cluster(zookeeper, tmp_path_factory):
     """Four bookies shared by a module's tests (for tests that do not kill bookies)."""
     import uuid
 
-    from bookie.server.local_bookkeeper import LocalBookKeeper
+    from bookie.testing.local_bookkeeper import LocalBookKeeper
     c = LocalBookKeeper(4, base_dir=str(tmp_path_factory.mktemp("shared-cluster")), zookeeper=zookeeper,
                         root=f"/ledgers-{uuid.uuid4().hex[:8]}", bookie_settings={"zkTimeout": 2000}).start()
     yield c

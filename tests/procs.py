@@ -10,10 +10,14 @@ from contextlib import contextmanager
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def child_env() -> dict:
+    """The environment of a child Python: this checkout first on its path, output unbuffered."""
+    return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+
+
 def spawn_python(*args: str, **kwargs) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=env, **kwargs)
+                            start_new_session=True, env=child_env(), **kwargs)
 
 
 def kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:

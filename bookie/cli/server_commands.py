@@ -51,7 +51,7 @@ def run_bookie(args, conf) -> int:
 
 
 def run_local(args, conf) -> int:
-    from bookie.server.local_bookkeeper import LocalBookKeeper
+    from bookie.testing.local_bookkeeper import LocalBookKeeper
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -347,9 +347,6 @@ class Bookie:
     def is_fenced(self, ledger: LedgerId) -> bool:
         return self.storage.require(ledger).fenced
 
-    def ledgers(self) -> list[LedgerId]:
-        return self.storage.ledgers()
-
     def stored_entry_ids(self, ledger: LedgerId):
         return self.storage.stored_entry_ids(ledger)
 

@@ -182,27 +182,6 @@ class IndexPersistenceMgr:
             except FileNotFoundError:
                 pass
 
-    def list_ledgers(self) -> list[LedgerId]:
-        """Every ledger with an index file, sorted."""
-        found = []
-        for index_dir in self.index_dirs:
-            current = os.path.join(index_dir, "current")
-            for root, _dirs, files in os.walk(current):
-                scoped = os.path.relpath(root, current).split(os.sep)[0] == "scoped"
-                for name in files:
-                    if not name.endswith(".idx"):
-                        continue
-                    try:
-                        if scoped:
-                            parts = os.path.relpath(os.path.join(root, name[:-4]), current).split(os.sep)[1:]
-                            scope = int(parts[0] + parts[1], 16)
-                            found.append(LedgerId(scope, int(parts[2] + parts[3], 16)))
-                        else:
-                            found.append(LedgerId(0, int(name[:-4], 16)))
-                    except (ValueError, IndexError):
-                        log.warning("ignoring %s: not an index file name", os.path.join(root, name))
-        return sorted(set(found))
-
     def close(self) -> None:
         for info in self._open.values():
             os.close(info.fd)

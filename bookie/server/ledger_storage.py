@@ -133,10 +133,6 @@ class InterleavedLedgerStorage:
             raise NoLedgerException(f"ledger {ledger} is not stored on this bookie")
         return state
 
-    def ledgers(self) -> list[LedgerId]:
-        with self.lock:
-            return sorted(set(self._ledgers) | set(self.index.list_ledgers()))
-
     def set_fenced(self, ledger: LedgerId) -> None:
         with self.lock:
             state = self.require(ledger)

@@ -5,10 +5,13 @@
 OPS is a list of ``[op, scope, ledger, arg]``: ``add`` (arg = number of entries, payload b"e<id>"),
 ``fence``, ``lac`` (explicit LAC = arg), ``checkpoint``. Every operation is acknowledged (fsynced)
 before the next one starts. Password is b"pw".
+
+Tests call ``run_then_sigkill`` (the parent side) and ``engine_settings`` (the settings both sides use).
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -18,6 +21,29 @@ from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server import Bookie, ServerConfiguration
 
 PASSWORD = b"pw"
+
+
+def engine_settings(root, **overrides) -> dict:
+    """Settings for a storage engine under ``root``; tests pass BookKeeper keys to shrink limits."""
+    settings = {
+        "journalDirectories": os.path.join(str(root), "journal"),
+        "ledgerDirectories": os.path.join(str(root), "ledgers"),
+        "journalFlushWhenQueueEmpty": True,
+        "flushInterval": 3600000,  # checkpoints only when a test asks, unless it overrides this
+        "diskCheckInterval": 3600000,
+        "journalPreAllocSizeMB": 1,
+    }
+    settings.update(overrides)
+    return settings
+
+
+def run_then_sigkill(settings: dict, ops: list) -> None:
+    """Run ``ops`` in a child engine (this module as a process) and SIGKILL it once they are acknowledged."""
+    from tests.procs import child
+
+    with child("-m", "tests.helpers.engine_ops", json.dumps(settings), json.dumps(ops)) as proc:
+        line = proc.stdout.readline()
+        assert line.strip() == "READY", proc.stderr.read()
 
 
 def payload(entry_id: int) -> bytes:

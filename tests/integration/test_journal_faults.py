@@ -1,8 +1,8 @@
 """Journal faults: a corrupt group in the middle of a journal, and a journal whose fsync fails.
 
 A torn tail (nothing verified after the bad spot) was never acknowledged: replay ends there with a
-warning (tests/test_journal.py). A corrupt group with verified groups after it held acknowledged
-entries: start-up is refused, naming the file and the byte offset, unless the operator sets
+warning (tests/integration/test_journal_replay.py). A corrupt group with verified groups after it held
+acknowledged entries: start-up is refused, naming the file and the byte offset, unless the operator sets
 skipReplayJournalInvalidRecord. A failed journal fsync stops the bookie: nothing after it is
 acknowledged and the LastLogMark never passes it.
 """
@@ -11,11 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 
 import pytest
 
@@ -28,18 +24,11 @@ from bookie.proto.checksum import DigestManager
 from bookie.server import journal
 from bookie.server.journal import LogMark
 from bookie.server.last_log_mark import read_last_mark
-from tests.conftest import engine_settings, flip_byte, run_then_sigkill
-from tests.helpers.engine_ops import PASSWORD, payload
-from tests.procs import ROOT
-from tests.test_journal import KEY, LEDGER, _entries_present, _journal_with_groups, group_ends
-
-
-def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.02)
+from tests.helpers.disk_faults import flip_byte
+from tests.helpers.engine_ops import PASSWORD, engine_settings, payload, run_then_sigkill
+from tests.helpers.held_journal_bookie import restart_with_held_journal
+from tests.helpers.journal_files import KEY, LEDGER, entries_present, group_ends, journal_with_groups
+from tests.helpers.waiting import wait_for
 
 
 def _file_holds(path: str, blobs: list[bytes]) -> bool:
@@ -56,7 +45,7 @@ def _batch(first: int, count: int, ledger: LedgerId = LEDGER) -> bytes:
 # -- item 9: a corrupt group in the middle of a journal ----------------------------------------------
 @pytest.mark.parametrize("damage", ["flip-bit", "huge-length", "negative-length", "zero-length"])
 def test_corrupt_group_mid_journal_refuses_to_start_naming_file_and_offset(tmp_path, make_bookie, damage):
-    settings, path, ends = _journal_with_groups(tmp_path, 5)
+    settings, path, ends = journal_with_groups(tmp_path, 5)
     bad = ends[0]  # group 2 (entries 10..19, acknowledged); groups 3..5 follow it
     if damage == "flip-bit":
         flip_byte(path, bad + 60, 0x04)
@@ -74,11 +63,11 @@ def test_corrupt_group_mid_journal_refuses_to_start_naming_file_and_offset(tmp_p
 
 
 def test_skip_replay_journal_invalid_record_replays_the_verified_groups_after_it(tmp_path, make_bookie, caplog):
-    settings, path, ends = _journal_with_groups(tmp_path, 5)
+    settings, path, ends = journal_with_groups(tmp_path, 5)
     flip_byte(path, ends[0] + 60, 0x04)
     with caplog.at_level(logging.ERROR):
         bookie = make_bookie(skipReplayJournalInvalidRecord=True)
-    assert _entries_present(bookie) == list(range(10)) + list(range(20, 50))
+    assert entries_present(bookie) == list(range(10)) + list(range(20, 50))
     assert any(path in r.message and f"byte {ends[0]}" in r.message for r in caplog.records
                if r.levelno >= logging.ERROR), "the skipped group was not logged as an error"
 
@@ -100,12 +89,12 @@ def test_damaged_last_group_of_a_rolled_journal_refuses_to_start(tmp_path, make_
 
 def test_torn_tail_accepted_once_is_not_held_against_the_next_crash(tmp_path, make_bookie):
     """After a replay the bookie checkpoints (BookieImpl.start), so an old torn tail is not replayed again."""
-    settings, path, ends = _journal_with_groups(tmp_path, 3)
+    settings, path, ends = journal_with_groups(tmp_path, 3)
     with open(path, "r+b") as f:
         f.truncate(ends[-1] - 100)  # group 3 cut short: entries 20..29 were never acknowledged
     run_then_sigkill(settings, [["add", 0, 5, 10]] * 2)  # replays 0..19 with a warning, acknowledges 20..39
     bookie = make_bookie()
-    assert _entries_present(bookie) == list(range(40))
+    assert entries_present(bookie) == list(range(40))
 
 
 # -- hazard: a failed journal fsync ---------------------------------------------------------------
@@ -132,7 +121,7 @@ def test_failed_fsync_fails_every_later_group_and_never_moves_the_mark(make_book
     assert held.wait(60)
     later_blobs = [_batch(15, 5), _batch(20, 5)]
     later = [bookie.add_entries(LEDGER, KEY, blob) for blob in later_blobs]
-    _wait_for(lambda: _file_holds(bookie_journal._channel.path, later_blobs), "the later groups to be written")
+    wait_for(lambda: _file_holds(bookie_journal._channel.path, later_blobs), "the later groups to be written")
     release.set()
     for future in [failed, *later]:
         with pytest.raises(JournalException):
@@ -156,29 +145,20 @@ def _answer(send) -> str:
 def test_bookie_whose_journal_fsync_fails_acknowledges_nothing_more_and_exits(cluster, tmp_path):
     c = cluster(1)
     b = c.bookies[0]
-    c.kill_bookie(0, signal.SIGTERM)
-    control = tmp_path / "control"
-    control.mkdir()
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    with open(b.log_path, "ab") as log:
-        b.proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.fsync_fault_bookie", b.conf_path, str(control)],
-                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  start_new_session=True, env=env)
-    c.wait_registered(0)  # c.stop() stops it by PID whatever happens below
+    hold = restart_with_held_journal(c, 0, tmp_path / "control", "fsync")  # c.stop() still stops it by PID
     client = BookieClient(b.bookie_id, timeout=30)
     try:
         for eid in range(5):
             assert _answer(lambda: client.add(LEDGER, KEY, _batch(eid, 1))) == "EOK"
-        (control / "arm").touch()
+        hold.arm()
         blobs = [_batch(eid, 1) for eid in (5, 6, 7)]
         held = client.add(LEDGER, KEY, blobs[0])
-        _wait_for((control / "holding").exists, "the journal fsync to be held")
+        hold.wait_holding("the journal fsync to be held")
         queued = [client.add(LEDGER, KEY, blob) for blob in blobs[1:]]
         log_id = journal.list_journal_ids(b.journal_dir)[-1]
         journal_file = journal.journal_path(b.journal_dir, log_id)
-        _wait_for(lambda: _file_holds(journal_file, blobs), "entries 6 and 7 to be written behind the held fsync")
-        with open(control / "release", "w") as fifo:
-            fifo.write("fail")
+        wait_for(lambda: _file_holds(journal_file, blobs), "entries 6 and 7 to be written behind the held fsync")
+        hold.release()  # the held fsync fails
         answers = [_answer(lambda f=f: f) for f in [held, *queued]]
         assert "EOK" not in answers, f"adds in or after the failed group were acknowledged: {answers}"
         assert _answer(lambda: client.add(LEDGER, KEY, _batch(8, 1))) != "EOK"
@@ -230,7 +210,7 @@ def test_replay_drops_records_that_could_stop_a_checkpoint(tmp_path, make_bookie
     older.shutdown()  # no checkpoint: everything is replayed from the journal
     with caplog.at_level(logging.ERROR):
         bookie = make_bookie()
-    assert _entries_present(bookie) == list(range(5))
+    assert entries_present(bookie) == list(range(5))
     bookie.checkpoint()
     assert bookie.storage.descriptor(bad_key) is None
     with pytest.raises(Exception, match="no explicit LAC"):

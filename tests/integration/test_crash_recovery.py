@@ -11,8 +11,8 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager
 from bookie.server import Bookie, ServerConfiguration
-from tests.conftest import engine_settings
 from tests.helpers.engine_child import PASSWORD, payload_for
+from tests.helpers.engine_ops import engine_settings
 from tests.procs import child, kill
 
 MODES = ["random", "after-fsync", "mid-roll", "mid-checkpoint"]

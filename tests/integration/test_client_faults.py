@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 from kazoo.exceptions import ConnectionLoss
@@ -22,9 +21,9 @@ from bookie.client.ledger_reader import LedgerReader
 from bookie.exceptions import (BKException, BKIncorrectParameterException, BKLedgerClosedException,
                                BKLedgerRecoveryException)
 from bookie.meta.ledger_metadata import LedgerState
+from tests.helpers.waiting import DEADLINE, wait_for
 
 PW = b"pw"
-DEADLINE = 60.0
 
 
 def bookie_index(c, bookie_id: str) -> int:
@@ -33,14 +32,6 @@ def bookie_index(c, bookie_id: str) -> int:
 
 def signal_bookie(c, index: int, sig: int) -> None:
     os.killpg(c.bookies[index].proc.pid, sig)
-
-
-def wait_for(condition, what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def wait_unregistered(bk, bookie_ids) -> None:

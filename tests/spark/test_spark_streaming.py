@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 import spark_bookkeeper
 from bookie.client import BookKeeper
 from spark_bookkeeper.log import read_log
-from tests.test_spark_connector import payloads, source, write
+from tests.helpers.spark_io import payloads, source, write
 
 
 def _fill(spark, uri: str, log: str) -> None:

@@ -23,7 +23,8 @@ from spark_bookkeeper import log as log_module
 from spark_bookkeeper.log import read_log
 from spark_bookkeeper.options import WriteOptions
 from spark_bookkeeper.writer import TAG_BATCH, TAG_LOG, TAG_WRITER, BookKeeperWriter, sweep_uncommitted
-from tests.test_spark_connector import source, write
+from tests.helpers.spark_io import source, write
+from tests.helpers.waiting import wait_for
 
 
 def rows(start: int, count: int) -> list[bytes]:
@@ -185,13 +186,6 @@ def test_foreach_batch_writer_outside_a_query_asks_for_a_writer_id(spark, shared
 
 
 # -- hazard: sweep_uncommitted against a slow write -------------------------------------------------
-def wait_until(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_sweep_leaves_the_ledgers_of_a_running_write(spark, shared_cluster):
     """Task 1's ledger waits, older than ``older_than``, for task 2 that is still writing: not swept."""
     uri, name = shared_cluster.metadata_service_uri, f"slow-{uuid.uuid4().hex[:6]}"
@@ -201,7 +195,7 @@ def test_sweep_leaves_the_ledgers_of_a_running_write(spark, shared_cluster):
     first = writer.write(arrow_batches(rows(0, 40)))
     first_ledger = LedgerId(first.scope, first.ledger)
     born = bk.ledger_metadata(first_ledger).ctime / 1000
-    wait_until(lambda: time.time() > born + older_than + 0.5, "task 1's ledger to be older than older_than")
+    wait_for(lambda: time.time() > born + older_than + 0.5, "task 1's ledger to be older than older_than")
     swept = []
 
     def second_task():

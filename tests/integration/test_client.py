@@ -16,8 +16,8 @@ from bookie.exceptions import (BKDuplicateEntryIdException, BKException, BKIncor
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.server.entry_logger import log_path
-from bookie.server.local_bookkeeper import LocalBookKeeper
-from tests.conftest import flip_byte
+from bookie.testing.local_bookkeeper import LocalBookKeeper
+from tests.helpers.disk_faults import flip_byte
 
 PW = b"secret"
 

@@ -11,28 +11,10 @@ from pyspark.sql import functions as F
 from bookie.client import BookKeeper
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.server.entry_logger import log_path
-from tests.conftest import flip_byte
+from tests.helpers.disk_faults import flip_byte
+from tests.helpers.spark_io import payloads, source, write
 
 PW = b"pw"
-
-
-def source(spark, uri: str, **options):
-    reader = spark.read.format("bookkeeper").option("metadataServiceUri", uri)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
-def write(df, uri: str, log: str, mode: str = "append", **options):
-    writer = df.write.format("bookkeeper").mode(mode).option("metadataServiceUri", uri).option("log", log)
-    for key, value in options.items():
-        writer = writer.option(key, value)
-    writer.save()
-
-
-def payloads(spark, start: int, count: int, partitions: int = 3):
-    return spark.range(start, start + count, numPartitions=partitions).select(
-        F.concat(F.lit("event-"), F.col("id").cast("string")).cast("binary").alias("payload"))
 
 
 def test_write_then_read_a_log(spark, shared_cluster):

@@ -20,6 +20,7 @@ from bookie.proto import availability, entry_format as ef, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto.checksum import DigestManager, DigestType, generate_master_key
 from bookie.server.index import MAX_ENTRY_ID, MAX_MASTER_KEY_LENGTH, index_path
+from tests.helpers.waiting import wait_for
 
 PASSWORD = b"pw"
 KEY = generate_master_key(PASSWORD)
@@ -29,13 +30,6 @@ SERVICE = "/bookkeeper.proto.Bookie/"
 def framed(ledger: LedgerId, ids, lac: int = -1, size: int = 10, digest: str = "crc32c") -> bytes:
     manager = DigestManager(ledger, PASSWORD, digest)
     return ef.frame(manager.build_entry(eid, lac, 0, bytes([eid % 251]) * size) for eid in ids)
-
-
-def _wait(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
-        time.sleep(0.05)
 
 
 def _log(bookie) -> str:
@@ -110,7 +104,7 @@ def test_write_lac_with_a_body_of_any_other_size_is_refused_and_the_bookie_still
         assert client.write_lac(ledger, KEY, 7, DigestManager(ledger, PASSWORD, digest).build_lac(7)).status == status.EOK
 
     # A checkpoint writes the headers (the good ledger's index file appears), and a restart replays the rest.
-    _wait(lambda: os.path.exists(index_path(c.bookies[0].ledger_dir, good)), "a checkpoint wrote the index")
+    wait_for(lambda: os.path.exists(index_path(c.bookies[0].ledger_dir, good)), "a checkpoint wrote the index")
     _restart(c, client)
     assert manager.verify_lac(client.read_lac(good).lacBody) == 1
     for ledger in (stray, LedgerId(0, 33), LedgerId(0, 34)):  # a refused request leaves nothing behind
@@ -130,7 +124,7 @@ def test_adds_past_the_largest_entry_id_are_refused_and_the_bookie_checkpoints_a
     assert client.add(ledger, KEY, framed(ledger, [0, 1, MAX_ENTRY_ID])).result(10).status == status.EOK
     assert client.read_entry(ledger, 2 ** 62).status == status.ENOENTRY  # no such entry, not "could not read"
     assert client.read_entry(ledger, 2 ** 63 - 1).status == status.ENOENTRY
-    _wait(lambda: os.path.exists(index_path(c.bookies[0].ledger_dir, ledger)), "a checkpoint wrote the index")
+    wait_for(lambda: os.path.exists(index_path(c.bookies[0].ledger_dir, ledger)), "a checkpoint wrote the index")
     _restart(c, client)
     assert [client.read_entry(ledger, e).status for e in (0, 1, MAX_ENTRY_ID, 2)] == \
            [status.EOK, status.EOK, status.EOK, status.ENOENTRY]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from bookie.exceptions import ProcessStartException
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.meta.zookeeper_server import ZooKeeperServer
+from bookie.testing.zookeeper_server import ZooKeeperServer
 from bookie.util.processes import free_port, stop_process, tail
 
 # Where a local cluster differs from BookKeeper's defaults: a shorter ZooKeeper session, and the journal

@@ -19,6 +19,8 @@ from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto import availability, entry_format as ef, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto.checksum import DigestManager, generate_master_key
+from tests.helpers.held_journal_bookie import restart_with_held_journal
+from tests.helpers.waiting import wait_for
 
 PASSWORD = b"pw"
 KEY = generate_master_key(PASSWORD)
@@ -161,24 +163,19 @@ def test_read_only_both_ways_moves_the_registration(cluster, tmp_path):
         with open(filler, "wb") as f:
             os.posix_fallocate(f.fileno(), 0, 2 * margin)
         with ZKMetadataStore(c.metadata_service_uri) as store:
-            _wait(lambda: store.bookies(read_only=True) == [bookie_id] and store.bookies() == [])
+            wait_for(lambda: store.bookies(read_only=True) == [bookie_id] and store.bookies() == [],
+                     "the bookie to register read-only")
             assert client.add(ledger, KEY, entries(ledger, 1, 1)).result(10).status == status.EREADONLY
             assert client.add(ledger, KEY, entries(ledger, 1, 1), recovery=True).result(10).status == status.EOK
             assert client.bookie_info().readOnly
             os.unlink(filler)
-            _wait(lambda: store.bookies() == [bookie_id] and store.bookies(read_only=True) == [])
+            wait_for(lambda: store.bookies() == [bookie_id] and store.bookies(read_only=True) == [],
+                     "the bookie to register writable again")
             assert client.add(ledger, KEY, entries(ledger, 2, 1)).result(10).status == status.EOK
     finally:
         if os.path.exists(filler):
             os.unlink(filler)
         client.close()
-
-
-def _wait(condition, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_registration_vanishes_on_sigkill_and_returns_on_restart(cluster):
@@ -187,7 +184,8 @@ def test_registration_vanishes_on_sigkill_and_returns_on_restart(cluster):
         ids = sorted(b.bookie_id for b in c.bookies)
         assert store.bookies() == ids
         c.kill_bookie(1, signal.SIGKILL)
-        _wait(lambda: store.bookies() == [c.bookies[0].bookie_id])  # the session expires (zkTimeout 2 s)
+        # the session expires (zkTimeout 2 s)
+        wait_for(lambda: store.bookies() == [c.bookies[0].bookie_id], "the killed bookie's registration to expire")
         c.start_bookie(1)
         assert store.bookies() == ids
         assert c.kill_bookie(0, signal.SIGTERM) == 0  # a clean stop exits 0 and deregisters at once
@@ -235,12 +233,24 @@ def test_malformed_and_oversized_requests_get_an_error_and_the_bookie_stays_up(o
     assert c.bookies[0].proc.poll() is None
 
 
-def test_a_burst_past_the_journal_queue_gets_too_many_requests(cluster):
-    c = cluster(1, journalQueueSize=4, journalMaxGroupWaitMSec=50)
+def test_a_burst_past_the_journal_queue_gets_too_many_requests(cluster, tmp_path):
+    """The journal thread is held before it writes the first add, so the journal queue (journalQueueSize
+    adds) fills behind it however fast the machine is: the rest of the burst is refused at the door."""
+    queue_size = 4
+    c = cluster(1, journalQueueSize=queue_size, journalMaxGroupWaitMSec=50)
+    hold = restart_with_held_journal(c, 0, tmp_path / "control", "write")
     client = BookieClient(c.bookies[0].bookie_id)
     try:
         ledger = LedgerId(0, 19)
-        burst = [client.add(ledger, KEY, entries(ledger, i * 8, 8, size=4096)) for i in range(200)]
+        hold.arm()
+        burst = [client.add(ledger, KEY, entries(ledger, 0, 8, size=4096))]
+        hold.wait_holding("the journal thread to hold the first add")
+        burst += [client.add(ledger, KEY, entries(ledger, i * 8, 8, size=4096)) for i in range(1, 200)]
+        # Held, the journal acknowledges nothing: an add answered now was refused, and only the held one
+        # and those in the queue are left unanswered.
+        wait_for(lambda: sum(not f.done() for f in burst) <= queue_size, "the burst to be refused or queued")
+        assert {f.result().status for f in burst if f.done()} == {status.ETOOMANYREQUESTS}
+        hold.release()
         codes = [f.result(30).status for f in burst]
         assert set(codes) == {status.EOK, status.ETOOMANYREQUESTS}, "the burst should be partly refused"
         assert codes[0] == status.EOK

@@ -13,7 +13,7 @@ from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server.entry_logger import LOG_HEADER_SIZE, log_path
 from bookie.server.index import index_path
-from tests.conftest import flip_byte
+from tests.helpers.disk_faults import flip_byte
 
 PASSWORD = b"pw"
 KEY = generate_master_key(PASSWORD)

@@ -5,8 +5,6 @@ import threading
 import uuid
 
 import pytest
-from google.protobuf import text_format
-from google.protobuf.internal.decoder import _DecodeVarint32
 
 from bookie.exceptions import (BKLedgerExistException, BKMetadataVersionException,
                                BKNoSuchLedgerExistsOnMetadataServerException, BKZKException)
@@ -14,53 +12,8 @@ from bookie.ledger_id import LedgerId
 from bookie.meta import layout
 from bookie.meta import ledger_metadata
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
-from bookie.meta.service_uri import MetadataServiceUri
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.proto.checksum import DigestType
-from bookie.proto.data_formats_pb2 import LedgerMetadataFormat
-
-
-def metadata(**changes) -> ledger_metadata.LedgerMetadata:
-    base = ledger_metadata.LedgerMetadata(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2,
-                             ensembles=((0, ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")),), password=b"pw",
-                             custom_metadata=(("owner", b"etl"),))
-    return ledger_metadata.LedgerMetadata(**{**base.__dict__, **changes})
-
-
-@pytest.mark.parametrize("ledger,manager,path", [
-    (LedgerId(0, 12345), "hierarchical", "/ledgers/00/0001/L2345"),
-    (LedgerId(0, 12345), "flat", "/ledgers/L0000012345"),
-    (LedgerId(0, 12345), "longhierarchical", "/ledgers/000/0000/0000/0001/L2345"),
-    (LedgerId(0, 1 << 40), "hierarchical", "/ledgers/000/0001/0995/1162/L7776"),
-    (LedgerId(0xABC, 0x12), "hierarchical", "/ledgers/scoped/0000/0000/0000/0abc/0000/0000/0000/L0012"),
-])
-def test_ledger_paths(ledger, manager, path):
-    assert layout.ledger_path("/ledgers", manager, ledger) == path
-    assert layout.parse_ledger_path("/ledgers", path) == ledger
-
-
-def test_metadata_serde_v3_and_v2():
-    md = metadata(state=ledger_metadata.LedgerState.CLOSED, last_entry_id=41, length=4200, digest_type=DigestType.MAC)
-    data = ledger_metadata.serialize(md)
-    assert data.startswith(b"BookieMetadataFormatVersion\t3\n")
-    assert ledger_metadata.parse(data) == md
-    body = data[len(b"BookieMetadataFormatVersion\t3\n"):]
-    size, start = _DecodeVarint32(body, 0)
-    assert start + size == len(body)
-    fmt = LedgerMetadataFormat.FromString(body[start:])
-    assert fmt.quorumSize == 2 and fmt.state == LedgerMetadataFormat.CLOSED and fmt.segment[0].firstEntryId == 0
-    v2 = b"BookieMetadataFormatVersion\t2\n" + text_format.MessageToString(fmt).encode()
-    assert ledger_metadata.parse(v2) == md
-    with pytest.raises(ValueError):
-        ledger_metadata.parse(b"BookieMetadataFormatVersion\t1\nwhatever")
-
-
-def test_service_uri():
-    uri = MetadataServiceUri.parse("zk+longhierarchical://h1:2181,h2:2182/ledgers/")
-    assert (uri.hosts, uri.root, uri.layout) == ("h1:2181,h2:2182", "/ledgers", "longhierarchical")
-    for bad in ("", "http://h:1/ledgers", "zk://h:1", "zk://h/ledgers", "zk+weird://h:1/x"):
-        with pytest.raises(ValueError, match="expected zk://host:port"):
-            MetadataServiceUri.parse(bad)
+from tests.helpers.sample_metadata import metadata
 
 
 def test_init_new_cluster_writes_bookkeepers_nodes(metadata_store):

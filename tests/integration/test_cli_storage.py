@@ -1,17 +1,19 @@
 """`bk shell lastmark / readjournal / readlog` on the files of a stopped bookie."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 from bookie.server.journal import list_journal_ids
-from tests.conftest import engine_settings, run_then_sigkill
+from tests.helpers.disk_faults import flip_byte
+from tests.helpers.engine_ops import engine_settings, run_then_sigkill
+from tests.helpers.journal_files import journal_with_groups
+from tests.procs import ROOT
 
 
 def bk(*args: str) -> str:
     out = subprocess.run([sys.executable, "-m", "bookie.cli.main", *args], capture_output=True, text=True, timeout=60,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
+                         cwd=ROOT)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -32,13 +34,10 @@ def test_inspection_commands(tmp_path):
 
 
 def test_readjournal_shows_mid_journal_corruption_and_what_follows_it(tmp_path):
-    from tests.conftest import flip_byte
-    from tests.test_journal import _journal_with_groups
-
-    settings, path, ends = _journal_with_groups(tmp_path, 3)
+    settings, path, ends = journal_with_groups(tmp_path, 3)
     flip_byte(path, ends[0] + 60, 0x04)  # inside group 2 of 3: corruption, not a torn tail
     out = subprocess.run([sys.executable, "-m", "bookie.cli.main", "shell", "readjournal", path], capture_output=True,
-                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
+                         text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 1, out.stdout + out.stderr
     assert f"CORRUPT: {path} is corrupt at byte {ends[0]}" in out.stdout
     assert "Entry: 9" in out.stdout and "Entry: 29" in out.stdout and "Entry: 15" not in out.stdout

@@ -45,7 +45,7 @@ def test_directory_of_another_bookie_is_refused(make_bookie):
 
 def test_other_clusters_cookie_is_refused(tmp_path):
     from bookie.server import ServerConfiguration
-    from tests.conftest import engine_settings
+    from tests.helpers.engine_ops import engine_settings
     conf = ServerConfiguration(engine_settings(tmp_path))
     check_cookies(conf, instance_id="cluster-a")
     with pytest.raises(CookieException, match="instance id"):
