@@ -35,6 +35,7 @@ class BookieServer:
         self.store: ZKMetadataStore | None = None
         self.bookie: Bookie | None = None
         self.server: grpc.aio.Server | None = None
+        self.servicer: BookieServicer | None = None
         self._registered_read_only: bool | None = None
         self._registration_lock = threading.Lock()
 
@@ -51,7 +52,8 @@ class BookieServer:
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                ("grpc.max_send_message_length", limit + (1 << 20)),
                                                ("grpc.so_reuseport", 0)])
-        add_to_server(BookieServicer(self.bookie), self.server)
+        self.servicer = BookieServicer(self.bookie)
+        add_to_server(self.servicer, self.server)
         port = conf["bookiePort"]
         if self.server.add_insecure_port(f"127.0.0.1:{port}") != port:
             raise OSError(f"cannot listen on 127.0.0.1:{port}")
@@ -80,6 +82,7 @@ class BookieServer:
 
     async def stop(self) -> None:
         if self.server is not None:
+            self.servicer.end_add_streams()  # clients see their streams end, not cancelled calls
             await self.server.stop(grace=2)
         if self.store is not None and self._registered_read_only is not None:
             self.store.unregister_bookie(self.bookie_id, self._registered_read_only)
