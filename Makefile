@@ -37,3 +37,4 @@ clean:
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. bookie/proto/bookkeeper.proto
 	$(PY) -m grpc_tools.protoc -I . --python_out=. bookie/proto/data_formats.proto
+	$(PY) -m grpc_tools.protoc -I . --python_out=. bookie/proto/bookkeeper_protocol.proto

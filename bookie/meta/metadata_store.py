@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Generic, Iterator, TypeVar
 
 from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
 from bookie.meta.ledger_metadata import LedgerMetadata
 
 T = TypeVar("T")
@@ -65,7 +66,11 @@ class MetadataStore(abc.ABC):
 
     # -- bookies -------------------------------------------------------------------------------------
     @abc.abstractmethod
-    def register_bookie(self, bookie_id: str, read_only: bool, endpoint: tuple[str, int]) -> None: ...
+    def register_bookie(self, bookie_id: str, read_only: bool, endpoints: tuple[Endpoint, ...]) -> None: ...
+
+    @abc.abstractmethod
+    def bookie_service_info(self, bookie_id: str) -> BookieServiceInfo | None:
+        """What the bookie registered (its endpoints); None if it is not registered."""
 
     @abc.abstractmethod
     def unregister_bookie(self, bookie_id: str, read_only: bool) -> None: ...

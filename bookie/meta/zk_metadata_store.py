@@ -19,10 +19,10 @@ from bookie.exceptions import (BKLedgerExistException, BKMetadataSerializationEx
 from bookie.ledger_id import LedgerId
 from bookie.meta import layout
 from bookie.meta import ledger_metadata
+from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
 from bookie.meta.metadata_store import MetadataStore, Versioned
 from bookie.meta.service_uri import MetadataServiceUri
-from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
 
 log = logging.getLogger(__name__)
 
@@ -227,11 +227,8 @@ class ZKMetadataStore(MetadataStore):
     def _bookie_path(self, bookie_id: str, read_only: bool) -> str:
         return self._path(layout.AVAILABLE_NODE, *([layout.READONLY] if read_only else []), bookie_id)
 
-    def register_bookie(self, bookie_id: str, read_only: bool, endpoint: tuple[str, int]) -> None:
-        info = BookieServiceInfoFormat()
-        info.endpoints.add(id="grpc", host=endpoint[0], port=endpoint[1], protocol="grpc")
-        info.properties["readOnly"] = str(read_only).lower()
-        data = info.SerializeToString()
+    def register_bookie(self, bookie_id: str, read_only: bool, endpoints: tuple[Endpoint, ...]) -> None:
+        data = BookieServiceInfo(tuple(endpoints), {"readOnly": str(read_only).lower()}).encode()
         path = self._bookie_path(bookie_id, read_only)
         self._wait_stale_registration(path)
         try:
@@ -254,6 +251,18 @@ class ZKMetadataStore(MetadataStore):
                 return
             log.info("waiting for the stale registration %s to expire", path)
             time.sleep(0.2)
+
+    def bookie_service_info(self, bookie_id: str) -> BookieServiceInfo | None:
+        """What the bookie registered (writable or read-only); None if it is not registered."""
+        for read_only in (False, True):
+            try:
+                data, _ = self.zk.get(self._bookie_path(bookie_id, read_only))
+            except NoNodeError:
+                continue
+            except KazooException as exc:
+                raise self._zk_error(f"read of bookie {bookie_id}'s registration", exc) from None
+            return BookieServiceInfo.decode(data)
+        return None
 
     def registration_session(self, bookie_id: str) -> int | None:
         """The ZooKeeper session that holds the bookie's registration (rw or ro), None if unregistered."""

@@ -15,6 +15,7 @@ import threading
 
 import grpc
 
+from bookie.meta.bookie_service_info import GRPC, Endpoint
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.bookie import Bookie
 from bookie.server.conf import ConfigurationException, ServerConfiguration
@@ -77,7 +78,8 @@ class BookieServer:
                 return
             if self._registered_read_only is not None:
                 self.store.unregister_bookie(self.bookie_id, self._registered_read_only)
-            self.store.register_bookie(self.bookie_id, read_only, ("127.0.0.1", self.conf["bookiePort"]))
+            self.store.register_bookie(self.bookie_id, read_only,
+                                       (Endpoint("grpc", "127.0.0.1", self.conf["bookiePort"], GRPC),))
             self._registered_read_only = read_only
 
     async def stop(self) -> None:

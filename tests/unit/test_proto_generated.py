@@ -19,7 +19,7 @@ def _load(path: str, name: str):
     return module
 
 
-@pytest.mark.parametrize("proto,grpc", [("bookkeeper", True), ("data_formats", False)])
+@pytest.mark.parametrize("proto,grpc", [("bookkeeper", True), ("data_formats", False), ("bookkeeper_protocol", False)])
 def test_generated_code_is_fresh(tmp_path, proto, grpc):
     args = [sys.executable, "-m", "grpc_tools.protoc", "-I", ROOT, f"--python_out={tmp_path}"]
     if grpc:

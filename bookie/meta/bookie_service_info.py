@@ -1,0 +1,54 @@
+"""What a bookie offers, as it registers it in ZooKeeper (BookKeeper's BookieServiceInfo).
+
+A registration znode (``<root>/available[/readonly]/<bookieId>``) holds a ``BookieServiceInfoFormat``:
+endpoints (id, host, port, protocol) and properties. BookKeeper's bookies register their native
+protocol as protocol ``bookie-proto``; this project's bookies also register ``grpc``. A client picks
+the transport a bookie offers from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
+
+BOOKIE_PROTO = "bookie-proto"  # BookKeeper's native protocol (BookieServiceInfo endpoint id "bookie")
+GRPC = "grpc"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: str
+    host: str
+    port: int
+    protocol: str
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class BookieServiceInfo:
+    endpoints: tuple[Endpoint, ...] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def endpoint(self, protocol: str) -> Endpoint | None:
+        """The first endpoint speaking ``protocol`` (None if the bookie offers none)."""
+        return next((e for e in self.endpoints if e.protocol == protocol), None)
+
+    def encode(self) -> bytes:
+        info = BookieServiceInfoFormat()
+        for e in self.endpoints:
+            info.endpoints.add(id=e.id, host=e.host, port=e.port, protocol=e.protocol)
+        for key, value in self.properties.items():
+            info.properties[key] = value
+        return info.SerializeToString()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "BookieServiceInfo":
+        """A registration's data; empty data (older bookies register none) is a bookie with no
+        endpoints listed, reached on its bookie id with the native protocol."""
+        info = BookieServiceInfoFormat()
+        info.ParseFromString(data)
+        return cls(tuple(Endpoint(e.id, e.host, e.port, e.protocol) for e in info.endpoints),
+                   dict(info.properties))
