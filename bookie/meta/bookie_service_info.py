@@ -2,7 +2,7 @@
 
 A registration znode (``<root>/available[/readonly]/<bookieId>``) holds a ``BookieServiceInfoFormat``:
 endpoints (id, host, port, protocol) and properties. BookKeeper's bookies register their native
-protocol as protocol ``bookie-proto``; this project's bookies also register ``grpc``. A client picks
+protocol as protocol ``bookie-rpc``; this project's bookies also register ``grpc``. A client picks
 the transport a bookie offers from here.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
 
-BOOKIE_PROTO = "bookie-proto"  # BookKeeper's native protocol (BookieServiceInfo endpoint id "bookie")
+BOOKIE_PROTO = "bookie-rpc"  # BookKeeper's native protocol (endpoint id "bookie"), as 4.17 bookies register it
 GRPC = "grpc"
 
 
