@@ -40,6 +40,8 @@ class WorkerClients:
         self._clients: dict[str, BookieClient] = {}
 
     def bookie_client(self, bookie: str) -> BookieClient:
+        # gRPC by bookie id: an executor has no ZooKeeper to read a bookie's registration from, so
+        # ledgers on stock (native-only) bookies are not readable from executors yet.
         with _lock:
             client = self._clients.get(bookie)
             if client is None:

@@ -91,10 +91,11 @@ class _AddStream:
 
 
 class BookieClient:
-    def __init__(self, bookie_id: str, timeout: float = 5.0):
+    def __init__(self, bookie_id: str, timeout: float = 5.0, address: str | None = None):
         self.bookie_id = bookie_id
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(bookie_id, options=CHANNEL_OPTIONS)
+        # The registered grpc endpoint when there is one (it may differ from the bookie id).
+        self.channel = grpc.insecure_channel(address or bookie_id, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.BookieStub(self.channel)
         self._txn = itertools.count(1)
         self._stream: _AddStream | None = None

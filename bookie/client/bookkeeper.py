@@ -5,7 +5,8 @@
         lh.append(b"payload")
         lh.close()
 
-Synchronous and thread-safe. One gRPC channel per bookie, shared by every ledger; one thread
+Synchronous and thread-safe. One connection per bookie, shared by every ledger: gRPC where the
+bookie's registration offers it, BookKeeper's native protocol otherwise (a stock bookie); one thread
 completes append futures in entry order; a timer thread fails adds that exceed addEntryTimeout and
 sends explicit LACs for idle writers.
 """
@@ -20,14 +21,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
+from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.conf import ClientConfiguration
 from bookie.client.ensemble_placement import new_ensemble
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_handle_adv import LedgerHandleAdv
 from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
 from bookie.exceptions import (BKClientClosedException, BKDigestMatchException, BKIncorrectParameterException,
-                               BKLedgerExistException, BKUnauthorizedAccessException)
+                               BKLedgerExistException, BKNotEnoughBookiesException, BKUnauthorizedAccessException,
+                               BKZKException)
 from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import GRPC, BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto.checksum import DigestType
@@ -35,8 +39,18 @@ from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
 QUARANTINE_SECONDS = 60.0  # a bookie that just failed is not picked again this soon (if others will do)
+UNREGISTERED_RECHECK = 1.0  # seconds before asking ZooKeeper again what an unregistered bookie speaks
 TIMER_INTERVAL = 0.1  # seconds between the timer's rounds: the resolution of addEntryTimeout and explicitLacInterval
 _STOP = object()
+
+
+def make_bookie_client(bookie_id: str, info: BookieServiceInfo | None, timeout: float) -> BookieClient | NativeBookieClient:
+    """gRPC at the registered ``grpc`` endpoint if the bookie offers one; otherwise BookKeeper's native
+    protocol at the bookie id (DefaultBookieAddressResolver's fallback: how a stock bookie is reached)."""
+    endpoint = info.endpoint(GRPC) if info is not None else None
+    if endpoint is not None:
+        return BookieClient(bookie_id, timeout, address=endpoint.address)
+    return NativeBookieClient(bookie_id, timeout)
 
 
 def as_ledger_id(ledger, scope_id: int = 0) -> LedgerId:
@@ -56,7 +70,9 @@ class BookKeeper:
         self.conf = conf if isinstance(conf, ClientConfiguration) else ClientConfiguration.of(conf, **overrides)
         self.store = ZKMetadataStore(metadata_service_uri, self.conf.zkTimeout, self.conf.zkConnectTimeout)
         self.store.instance_id()  # fails clearly if the cluster was never initialised
-        self._clients: dict[str, BookieClient] = {}
+        self._clients: dict[str, BookieClient | NativeBookieClient] = {}
+        # Bookies not registered when first asked for (down, or gone): a client by guess, and when to ask again.
+        self._guessed: dict[str, tuple[BookieClient | NativeBookieClient, float]] = {}
         self._lock = threading.Lock()
         self._writable: list[str] = []
         self._readonly: list[str] = []
@@ -96,21 +112,49 @@ class BookKeeper:
         now = time.monotonic()
         return {b for b, until in list(self._quarantine.items()) if until > now}
 
-    def _pick_ensemble(self, size: int) -> list[str]:
+    def _pick_ensemble(self, size: int, grpc_only: bool = False) -> list[str]:
         writable = self.writable_bookies()
+        if grpc_only:
+            writable = [b for b in writable if self.speaks_grpc(b)]
+            if len(writable) < size:
+                raise BKNotEnoughBookiesException(
+                    f"need {size} writable bookies that speak gRPC, {len(writable)} available: ledgers of a non-zero "
+                    "scope (128-bit ids) exist only on the gRPC path (BookKeeper's native protocol names ledgers "
+                    "by 64-bit id)")
         avoid = self.quarantined()
         if len([b for b in writable if b not in avoid]) >= size:
             return new_ensemble(writable, size, avoid)
         return new_ensemble(writable, size)
 
-    def bookie_client(self, bookie: str) -> BookieClient:
+    def bookie_client(self, bookie: str) -> BookieClient | NativeBookieClient:
+        """The bookie's client, by the transport its registration offers (see ``make_bookie_client``)."""
         with self._lock:
             if self._closed.is_set():
                 raise BKClientClosedException("the BookKeeper client is closed")
             client = self._clients.get(bookie)
-            if client is None:
-                client = self._clients[bookie] = BookieClient(bookie, self.conf.readTimeout)
-            return client
+            if client is not None:
+                return client
+            guessed, recheck = self._guessed.get(bookie, (None, 0.0))
+            if guessed is not None and time.monotonic() < recheck:
+                return guessed
+        try:
+            info = self.store.bookie_service_info(bookie)
+        except BKZKException:
+            info = None
+        with self._lock:
+            if self._closed.is_set():
+                raise BKClientClosedException("the BookKeeper client is closed")
+            if bookie in self._clients:
+                return self._clients[bookie]
+            if info is not None:
+                client = self._clients[bookie] = make_bookie_client(bookie, info, self.conf.readTimeout)
+                return client
+            guessed = self._guessed.get(bookie, (None, 0.0))[0] or make_bookie_client(bookie, None, self.conf.readTimeout)
+            self._guessed[bookie] = (guessed, time.monotonic() + UNREGISTERED_RECHECK)
+            return guessed
+
+    def speaks_grpc(self, bookie: str) -> bool:
+        return isinstance(self.bookie_client(bookie), BookieClient)
 
     # -- completions (entry order) and timers --------------------------------------------------------
     def complete_in_order(self, ops) -> None:
@@ -186,7 +230,12 @@ class BookKeeper:
         custom = tuple(sorted((str(k), bytes(v)) for k, v in (custom_metadata or {}).items()))
         if bookies is not None and len(bookies) != ensemble_size:
             raise BKIncorrectParameterException(f"{len(bookies)} bookies given for an ensemble of {ensemble_size}")
-        ensemble = list(bookies) if bookies is not None else self._pick_ensemble(ensemble_size)
+        ensemble = list(bookies) if bookies is not None else self._pick_ensemble(ensemble_size, grpc_only=scope_id != 0)
+        native = [b for b in ensemble if scope_id != 0 and not self.speaks_grpc(b)]
+        if native:
+            raise BKIncorrectParameterException(
+                f"bookies {', '.join(native)} speak only BookKeeper's native protocol: ledgers of a non-zero scope "
+                "(128-bit ids) exist only on the gRPC path")
         metadata = LedgerMetadata(ensemble_size=ensemble_size, write_quorum_size=write_quorum, ack_quorum_size=ack_quorum,
                                   ensembles=((0, tuple(ensemble)),), password=password, digest_type=digest_type,
                                   custom_metadata=custom)
@@ -238,7 +287,8 @@ class BookKeeper:
         self._completion_thread.join()
         self._timer.shutdown()
         with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
+            clients = list(self._clients.values()) + [c for c, _ in self._guessed.values()]
+            self._clients, self._guessed = {}, {}
         for client in clients:
             client.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
