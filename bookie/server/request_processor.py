@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -47,7 +48,8 @@ def _ledger(request) -> LedgerId:
     return ledger
 
 
-def _failure(exc: BaseException) -> tuple[int, str]:
+def failure(exc: BaseException) -> tuple[int, str]:
+    """(status, message) answering a request that raised ``exc``; shared by both transports."""
     if isinstance(exc, BookieException):
         return exc.status, str(exc)
     if isinstance(exc, (OverflowError, ValueError)):  # an integer of the request out of range: its sender's fault
@@ -55,6 +57,87 @@ def _failure(exc: BaseException) -> tuple[int, str]:
         return status.EBADREQ, f"bad request: {exc}"
     log.exception("request failed", exc_info=exc)
     return status.EIO, f"{type(exc).__name__}: {exc}"
+
+
+async def run_in_executor(fn, *args):
+    """Run blocking storage work (reads) off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+class ReadResult(NamedTuple):
+    entry_id: int
+    body: bytes | None  # None: a long poll that found no entry to piggyback, or none asked for
+    max_lac: int
+    lac_update_timestamp: int | None  # long polls only
+
+    def fill(self, response) -> None:
+        """Set a ReadResponse's fields (gRPC's or the native protocol's: the same names)."""
+        response.entryId = self.entry_id
+        if self.body is not None:
+            response.body = self.body
+        response.maxLAC = self.max_lac
+        if self.lac_update_timestamp is not None:
+            response.lacUpdateTimestamp = self.lac_update_timestamp
+
+
+async def read_entry(bookie: Bookie, ledger: LedgerId, entry_id: int, fence_key: bytes | None,
+                     previous_lac: int | None, timeout_ms: int, piggyback: bool) -> ReadResult:
+    """A read as BookKeeper's ReadEntryProcessorV3 and LongPollReadEntryProcessorV3 serve it, for
+    either transport: ``fence_key`` fences first (answered once the fence is fsynced in the journal),
+    ``previous_lac`` makes it a long poll. Failures raise (see ``failure``)."""
+    if fence_key is not None:
+        if not fence_key:
+            raise BadRequestException(f"fence of ledger {ledger} without a master key")
+        await asyncio.wrap_future(bookie.fence_ledger(ledger, fence_key))
+    if previous_lac is not None:
+        return await _long_poll(bookie, ledger, entry_id, previous_lac, timeout_ms, piggyback)
+    body = await run_in_executor(bookie.read_entry, ledger, entry_id)
+    return ReadResult(entry_format.peek_ids(body, 0)[2], body, bookie.last_add_confirmed(ledger), None)
+
+
+async def _long_poll(bookie: Bookie, ledger: LedgerId, entry_id: int, previous: int, timeout_ms: int,
+                     piggyback: bool) -> ReadResult:
+    """Answer once the ledger's LAC passes ``previous`` or ``timeout_ms`` have gone by."""
+    if piggyback and entry_id != -1:
+        raise BadRequestException("ENTRY_PIGGYBACK long poll needs entryId -1")
+    if not entry_format.INVALID_ENTRY_ID <= previous <= MAX_ENTRY_ID:
+        raise BadRequestException(f"long poll previousLAC {previous} refused (allowed: -1..{MAX_ENTRY_ID})")
+    if not 0 <= timeout_ms <= MAX_LONG_POLL_TIMEOUT_MS:
+        raise BadRequestException(f"long poll timeOut {timeout_ms} ms refused (allowed: 0.."
+                                  f"{MAX_LONG_POLL_TIMEOUT_MS} ms)")
+    if bookie.last_add_confirmed(ledger) <= previous:
+        woke = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        stop = bookie.watch_lac(ledger, lambda lac: loop.call_soon_threadsafe(woke.set))
+        try:
+            if bookie.last_add_confirmed(ledger) <= previous:
+                await asyncio.wait_for(woke.wait(), timeout_ms / 1000.0)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            stop()
+    lac = bookie.last_add_confirmed(ledger)
+    body = None
+    if piggyback and lac > previous:
+        entry_id = previous + 1
+        try:
+            body = await run_in_executor(bookie.read_entry, ledger, entry_id)
+        except NoEntryException:
+            pass  # striped to other bookies: the LAC alone is the answer
+    return ReadResult(entry_id, body, lac, int(time.time() * 1000))
+
+
+async def read_lac(bookie: Bookie, ledger: LedgerId) -> tuple[bytes | None, bytes | None]:
+    """(explicit LAC blob, last entry stored here) as ReadLacProcessorV3 answers; NoEntryException if neither."""
+    found = []
+    for read in (lambda: bookie.explicit_lac(ledger), lambda: bookie.read_entry(ledger, -1)):
+        try:
+            found.append(await run_in_executor(read))
+        except NoEntryException:
+            found.append(None)
+    if found == [None, None]:
+        raise NoEntryException(f"ledger {ledger} has neither an explicit LAC nor an entry on this bookie")
+    return found[0], found[1]
 
 
 class BookieServicer(pb_grpc.BookieServicer):
@@ -82,7 +165,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                                                     ledgerId=request.ledgerId, firstEntryId=ids[0], lastEntryId=ids[-1],
                                                     entryCount=len(ids)))
             else:
-                responses.put_nowait(self._add_error(request, *_failure(exc)))
+                responses.put_nowait(self._add_error(request, *failure(exc)))
             if state["done"] and state["pending"] == 0:
                 responses.put_nowait(_END)
 
@@ -100,7 +183,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                         future = self.bookie.add_entries(_ledger(request), request.masterKey, data,
                                                          recovery=request.flag == pb.AddRequest.RECOVERY_ADD)
                     except Exception as exc:
-                        responses.put_nowait(self._add_error(request, *_failure(exc)))
+                        responses.put_nowait(self._add_error(request, *failure(exc)))
                         continue
                     size = len(data)
                     state["inflight"] += size
@@ -145,62 +228,18 @@ class BookieServicer(pb_grpc.BookieServicer):
                               ledgerId=request.ledgerId, message=message)
 
     # -- reads -------------------------------------------------------------------------------------
-    async def _run(self, fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-
     async def ReadEntry(self, request: pb.ReadRequest, context) -> pb.ReadResponse:
         response = pb.ReadResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId,
                                    entryId=request.entryId)
         try:
-            ledger = _ledger(request)
-            if request.flag == pb.ReadRequest.FENCE_LEDGER:
-                if not request.masterKey:
-                    raise BadRequestException(f"fence of ledger {ledger} without a master key")
-                # Answered only once the fence is fsynced in the journal.
-                await asyncio.wrap_future(self.bookie.fence_ledger(ledger, request.masterKey))
-            if request.HasField("previousLAC"):
-                return await self._long_poll(request, ledger, response)
-            body = await self._run(self.bookie.read_entry, ledger, request.entryId)
-            response.body = body
-            response.entryId = entry_format.peek_ids(body, 0)[2]
-            response.maxLAC = self.bookie.last_add_confirmed(ledger)
+            result = await read_entry(self.bookie, _ledger(request), request.entryId,
+                                      request.masterKey if request.flag == pb.ReadRequest.FENCE_LEDGER else None,
+                                      request.previousLAC if request.HasField("previousLAC") else None,
+                                      request.timeOut, request.flag == pb.ReadRequest.ENTRY_PIGGYBACK)
+            result.fill(response)
             response.status = status.EOK
         except Exception as exc:
-            response.status, response.message = _failure(exc)
-        return response
-
-    async def _long_poll(self, request: pb.ReadRequest, ledger: LedgerId, response: pb.ReadResponse) -> pb.ReadResponse:
-        """Answer once the ledger's LAC passes ``previousLAC`` or ``timeOut`` ms have gone by."""
-        piggyback = request.flag == pb.ReadRequest.ENTRY_PIGGYBACK
-        if piggyback and request.entryId != -1:
-            raise BadRequestException("ENTRY_PIGGYBACK long poll needs entryId -1")
-        previous = request.previousLAC
-        if not entry_format.INVALID_ENTRY_ID <= previous <= MAX_ENTRY_ID:
-            raise BadRequestException(f"long poll previousLAC {previous} refused (allowed: -1..{MAX_ENTRY_ID})")
-        if not 0 <= request.timeOut <= MAX_LONG_POLL_TIMEOUT_MS:
-            raise BadRequestException(f"long poll timeOut {request.timeOut} ms refused (allowed: 0.."
-                                      f"{MAX_LONG_POLL_TIMEOUT_MS} ms)")
-        if self.bookie.last_add_confirmed(ledger) <= previous:
-            woke = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            stop = self.bookie.watch_lac(ledger, lambda lac: loop.call_soon_threadsafe(woke.set))
-            try:
-                if self.bookie.last_add_confirmed(ledger) <= previous:
-                    await asyncio.wait_for(woke.wait(), request.timeOut / 1000.0)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                stop()
-        lac = self.bookie.last_add_confirmed(ledger)
-        response.maxLAC = lac
-        response.lacUpdateTimestamp = int(time.time() * 1000)
-        response.status = status.EOK
-        if piggyback and lac > previous:
-            response.entryId = previous + 1
-            try:
-                response.body = await self._run(self.bookie.read_entry, ledger, previous + 1)
-            except NoEntryException:
-                pass  # striped to other bookies: the LAC alone is the answer
+            response.status, response.message = failure(exc)
         return response
 
     async def ReadEntries(self, request: pb.ReadRangeRequest, context):
@@ -219,7 +258,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                                           "default, or a positive number of bytes)")
 
             def read(start: int) -> asyncio.Future:
-                return asyncio.ensure_future(self._run(self._range_message, ledger, start, last, budget,
+                return asyncio.ensure_future(run_in_executor(self._range_message, ledger, start, last, budget,
                                                        request.stride, request.offset))
 
             pending = read(first)
@@ -237,7 +276,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                 pending.cancel()
                 pending.add_done_callback(lambda f: f.cancelled() or f.exception())  # nor for its error
         except Exception as exc:
-            code, message = _failure(exc)
+            code, message = failure(exc)
             # nothing covered: the id before the range, or -1 for a range that starts below 0
             yield pb.ReadRangeResponse(status=code, message=message,
                                        lastEntryIdCovered=max(first - 1, -1)).SerializeToString()
@@ -256,24 +295,20 @@ class BookieServicer(pb_grpc.BookieServicer):
                                                                      request.lac))
             response.status = status.EOK
         except Exception as exc:
-            response.status, response.message = _failure(exc)
+            response.status, response.message = failure(exc)
         return response
 
     async def ReadLac(self, request: pb.ReadLacRequest, context) -> pb.ReadLacResponse:
         response = pb.ReadLacResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
         try:
-            ledger = _ledger(request)
-            found = False
-            for field, read in (("lacBody", lambda: self.bookie.explicit_lac(ledger)),
-                                ("lastEntryBody", lambda: self.bookie.read_entry(ledger, -1))):
-                try:
-                    setattr(response, field, await self._run(read))
-                    found = True
-                except NoEntryException:
-                    pass
-            response.status = status.EOK if found else status.ENOENTRY
+            lac_body, last_entry = await read_lac(self.bookie, _ledger(request))
+            if lac_body is not None:
+                response.lacBody = lac_body
+            if last_entry is not None:
+                response.lastEntryBody = last_entry
+            response.status = status.EOK
         except Exception as exc:
-            response.status, response.message = _failure(exc)
+            response.status, response.message = failure(exc)
         return response
 
     async def ForceLedger(self, request: pb.ForceLedgerRequest, context) -> pb.ForceLedgerResponse:
@@ -282,7 +317,7 @@ class BookieServicer(pb_grpc.BookieServicer):
             await asyncio.wrap_future(self.bookie.force_ledger(_ledger(request)))
             response.status = status.EOK
         except Exception as exc:
-            response.status, response.message = _failure(exc)
+            response.status, response.message = failure(exc)
         return response
 
     async def GetBookieInfo(self, request: pb.GetBookieInfoRequest, context) -> pb.GetBookieInfoResponse:
@@ -297,11 +332,11 @@ class BookieServicer(pb_grpc.BookieServicer):
     async def GetListOfEntriesOfLedger(self, request, context) -> pb.GetListOfEntriesOfLedgerResponse:
         response = pb.GetListOfEntriesOfLedgerResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
         try:
-            ids = await self._run(self.bookie.stored_entry_ids, _ledger(request))
+            ids = await run_in_executor(self.bookie.stored_entry_ids, _ledger(request))
             response.availabilityOfEntriesOfLedger = availability.encode(ids)
             response.status = status.EOK
         except Exception as exc:
-            response.status, response.message = _failure(exc)
+            response.status, response.message = failure(exc)
         return response
 
 
