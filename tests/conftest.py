@@ -2,7 +2,7 @@
 
 A test's kind is its directory: ``tests/unit/`` starts no process and opens no connection,
 ``tests/integration/`` starts a real ZooKeeper, bookie processes or engine child processes, and
-``tests/spark/`` a real SparkSession (local[2]). ``pytest -m unit`` runs the unit tests alone, in seconds.
+``tests/spark/`` a real SparkSession (local[2]), ``tests/interop/`` real Apache BookKeeper (Java) bookies and tools. ``pytest -m unit`` runs the unit tests alone, in seconds.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from bookie.server import Bookie, ServerConfiguration
 from tests.helpers.engine_ops import engine_settings
 
-KINDS = ("unit", "integration", "spark")
+KINDS = ("unit", "integration", "spark", "interop")
 TESTS = pathlib.Path(__file__).parent
 
 
