@@ -190,9 +190,19 @@ def decode_request(payload: bytes) -> V2Request:
         key = _fencing_key(payload, pos + _BATCH_READ.size, version, flags, "BATCH_READ_ENTRY")
         return BatchedReadRequest(version, flags, *_BATCH_READ.unpack_from(payload, pos), key)
     if op == AUTH:
+        _check_auth_message(payload[pos:])
         return AuthRequest(version, payload[pos:])
     raise BadRequestException(f"v2 request with unknown op code {op} (ADDENTRY={ADDENTRY}, READENTRY={READENTRY}, "
                               f"AUTH={AUTH} and BATCH_READ_ENTRY={BATCH_READ_ENTRY} have v2 messages)")
+
+
+def _check_auth_message(data: bytes) -> None:
+    try:
+        complete = pb.AuthMessage.FromString(data).IsInitialized()
+    except DecodeError:
+        complete = False
+    if not complete:
+        raise BadRequestException(f"v2 AUTH request whose {len(data)} bytes are not an AuthMessage")
 
 
 def _need(payload: bytes, size: int, op: str, what: str) -> None:
@@ -294,9 +304,10 @@ def encode_response(response: V2Response) -> bytes:
     return b"".join(parts)
 
 
-def batched_read_response_size(entry_sizes_total: int, count: int) -> int:
-    """Bytes of a BATCH_READ_ENTRY response payload holding ``count`` entries of that total size."""
-    return RESPONSE_HEADERS_SIZE + _REQUEST_ID.size + entry_sizes_total + count * HEADER.size
+def batched_read_frame_size(entry_sizes_total: int, count: int) -> int:
+    """Bytes of a BATCH_READ_ENTRY response frame (its 4-byte length included, as BookKeeper counts
+    against maxSize) holding ``count`` entries of that total size."""
+    return HEADER.size + RESPONSE_HEADERS_SIZE + _REQUEST_ID.size + entry_sizes_total + count * HEADER.size
 
 
 def decode_response(payload: bytes) -> V2Response:

@@ -64,7 +64,7 @@ def test_responses_are_rc_ledger_entry_then_data():
     batch = v2.BatchedReadResponse(2, v2.EOK, 7, 3, 99, (b"ab", b"cde"))
     payload = v2.encode_response(batch)
     assert payload == struct.pack(">iiqqq", 0x02070000, 0, 7, 3, 99) + b"\0\0\0\x02ab\0\0\0\x03cde"
-    assert v2.batched_read_response_size(5, 2) == len(payload)
+    assert v2.batched_read_frame_size(5, 2) == 4 + len(payload)
     for response in (add, read, batch, v2.ReadResponse(2, v2.ENOENTRY, 7, 4), v2.AuthResponse(2, b"\x0a\x00")):
         assert v2.decode_response(v2.encode_response(response)) == response
 
@@ -84,6 +84,7 @@ def test_v2_return_codes_map_to_and_from_v3_statuses():
     (b"\x02\x07\x00\x00" + bytes(35), "BATCH_READ_ENTRY request of 39 bytes"),
     (b"\x02\x04\x00\x00" + bytes(16), "unknown op code 4"),  # READ_LAC: an op code with no v2 message
     (b"\x02\x63\x00\x00", "unknown op code 99"),
+    (b"\x02\x03\x00\x00garbage", "not an AuthMessage"),
 ])
 def test_malformed_v2_requests_are_refused_with_a_reason(payload, match):
     with pytest.raises(BadRequestException, match=match):

@@ -1,0 +1,394 @@
+"""BookKeeper's native protocol over TCP, served from the storage engine (BookieNettyServer,
+BookieRequestHandler, BookieRequestProcessor).
+
+Each connection is cut into frames (bookie/proto/native_frames.py, at most nettyMaxFrameSizeBytes).
+A frame is decoded as a v3 Request first; a frame that is not one switches the connection to v2 for
+good (BookieProtoEncoding.RequestDecoder), so Pulsar-style v2 clients and v3 clients are both served.
+Requests are not answered in order: many are in flight per connection, each answered when it
+completes, and the answers that are ready together leave in one write. A connection holding
+MAX_CONNECTION_INFLIGHT bytes of unanswered adds, or MAX_CONNECTION_REQUESTS unanswered requests, or
+whose client does not read its answers, is not read until that drains: TCP holds the client back.
+
+The semantics are the gRPC service's (bookie/server/request_processor.py, whose transport-free read
+path both use): BookKeeper's status codes, fencing answered after its fsync, long polls with the entry
+piggybacked. Native ledgers are 63-bit (scope 0); an add's ledger is the one named by the first 8
+bytes of its body (WriteEntryProcessorV3). Bad input gets an answer where the request can be
+answered (EBADREQ), and otherwise the connection is closed: an oversized frame, a frame that is
+neither v3 nor v2, an unknown v2 op. One log line each, the bookie and its other connections unaffected.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Awaitable, Callable
+
+from bookie.exceptions import BadRequestException, UnauthorizedAccessException
+from bookie.ledger_id import LedgerId
+from bookie.proto import availability
+from bookie.proto import bookie_proto_encoding as v2
+from bookie.proto import bookkeeper_protocol_pb2 as pb
+from bookie.proto import entry_format
+from bookie.proto import status
+from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, FrameTooLargeException, encode_frames
+from bookie.server.bookie import Bookie
+from bookie.server.request_processor import (DEFERRED_SYNC, MAX_STREAM_INFLIGHT, failure, read_entry, read_lac,
+                                             run_in_executor)
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTION_INFLIGHT = MAX_STREAM_INFLIGHT  # unanswered add bytes per connection before reading stops
+MAX_CONNECTION_REQUESTS = 10000  # unanswered requests per connection (maxPendingAddRequestsPerThread's default)
+DEFAULT_MAX_BATCH_READ_SIZE = 5 * 1024 * 1024  # maxBatchReadSize
+_ENTRY_IDS = 16  # a body's ledger id and entry id
+
+# The v3 operations answered here: the request field each carries, and its response field.
+_V3_FIELDS = {
+    pb.READ_ENTRY: ("readRequest", "readResponse"),
+    pb.ADD_ENTRY: ("addRequest", "addResponse"),
+    pb.WRITE_LAC: ("writeLacRequest", "writeLacResponse"),
+    pb.READ_LAC: ("readLacRequest", "readLacResponse"),
+    pb.GET_BOOKIE_INFO: ("getBookieInfoRequest", "getBookieInfoResponse"),
+    pb.FORCE_LEDGER: ("forceLedgerRequest", "forceLedgerResponse"),
+    pb.GET_LIST_OF_ENTRIES_OF_LEDGER: ("getListOfEntriesOfLedgerRequest", "getListOfEntriesOfLedgerResponse"),
+    pb.AUTH: ("authRequest", "authResponse"),
+}
+
+
+def _ledger(ledger_id: int) -> LedgerId:
+    if ledger_id < 0:
+        raise BadRequestException(f"ledger id {ledger_id} is negative")
+    return LedgerId(0, ledger_id)
+
+
+class BookieRequestHandler(asyncio.Protocol):
+    """One client connection: frames in, requests dispatched, answers batched out."""
+
+    def __init__(self, server: "BookieNettyServer"):
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame_size)
+        self.using_v3 = True
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.closed = False
+        self.tasks: set[asyncio.Task] = set()
+        self._outbox: list[bytes] = []
+        self._inflight_bytes = 0
+        self._inflight_requests = 0
+        self._write_paused = False
+        self._read_paused = False
+
+    # -- transport events ---------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.peer = "%s:%s" % (transport.get_extra_info("peername") or ("?", "?"))[:2]
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except FrameTooLargeException as exc:
+            self.refuse(str(exc))
+            return
+        for payload in frames:
+            if self.closed:
+                return
+            self._dispatch(payload)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for task in list(self.tasks):  # long polls and reads nobody will receive
+            task.cancel()
+
+    def pause_writing(self) -> None:  # the client does not read its answers: stop reading its requests
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    # -- requests in, answers out -------------------------------------------------------------------
+    def _dispatch(self, payload: bytes) -> None:
+        processor = self.server.processor
+        request = v2.parse_v3_request(payload) if self.using_v3 else None
+        if request is not None:
+            processor.process_v3(self, request, len(payload))
+            return
+        try:
+            v2_request = v2.decode_request(payload)
+        except BadRequestException as exc:
+            self.refuse(f"{'neither a v3 nor ' if self.using_v3 else 'not '}a v2 request: {exc}")
+            return
+        if self.using_v3:
+            self.using_v3 = False  # for good, as BookKeeper's RequestDecoder
+            log.debug("connection from %s speaks v2", self.peer)
+        processor.process_v2(self, v2_request, len(payload))
+
+    def refuse(self, why: str) -> None:
+        """Close the connection over input that cannot be answered."""
+        if not self.closed:
+            log.warning("native connection from %s closed: %s", self.peer, why)
+            self.close()
+
+    def close(self) -> None:
+        """Close the connection; the answers already queued go out first."""
+        self.flush()
+        self.closed = True
+        self.transport.close()
+
+    def send(self, payload: bytes) -> None:
+        """Queue an answer; the answers queued in one turn of the event loop leave in one write."""
+        if self.closed:
+            return
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._outbox.append(payload)
+
+    def flush(self) -> None:
+        if self._outbox and not self.closed:
+            self.transport.write(encode_frames(self._outbox))
+        self._outbox.clear()
+
+    def start_request(self, size: int) -> None:
+        self._inflight_requests += 1
+        self._inflight_bytes += size
+        self._update_reading()
+
+    def finish_request(self, size: int) -> None:
+        self._inflight_requests -= 1
+        self._inflight_bytes -= size
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        full = (self._write_paused or self._inflight_bytes >= MAX_CONNECTION_INFLIGHT
+                or self._inflight_requests >= MAX_CONNECTION_REQUESTS)
+        if self.closed or full == self._read_paused:
+            return
+        self._read_paused = full
+        if full:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def spawn(self, work: Awaitable[bytes], size: int) -> None:
+        """Run ``work`` (which returns the answer) as one request in flight."""
+        self.start_request(size)
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self.tasks.discard(t)
+            self.finish_request(size)
+            if not t.cancelled():
+                self.send(t.result())
+        task.add_done_callback(done)
+
+
+class BookieRequestProcessor:
+    """The operations of both protocol versions over one Bookie engine."""
+
+    def __init__(self, bookie: Bookie, max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE):
+        self.bookie = bookie
+        self.max_batch_read_size = max_batch_read_size
+        self._v3_ops: dict[int, Callable] = {
+            pb.READ_ENTRY: self._read_v3, pb.WRITE_LAC: self._write_lac_v3, pb.READ_LAC: self._read_lac_v3,
+            pb.GET_BOOKIE_INFO: self._bookie_info_v3, pb.FORCE_LEDGER: self._force_ledger_v3,
+            pb.GET_LIST_OF_ENTRIES_OF_LEDGER: self._list_of_entries_v3, pb.AUTH: self._auth_v3,
+        }
+
+    # -- adds, both versions: the hot path, no task per add -----------------------------------------
+    def _add(self, handler: BookieRequestHandler, body: bytes, master_key: bytes, recovery: bool,
+             answer: Callable[[int], bytes], size: int) -> None:
+        try:
+            if len(body) < _ENTRY_IDS:
+                raise BadRequestException(f"add body of {len(body)} bytes: an entry starts with its ledger and entry ids")
+            ledger = _ledger(int.from_bytes(body[:8], "big", signed=True))  # WriteEntryProcessorV3
+            future = self.bookie.add_entries(ledger, master_key, entry_format.FRAME.pack(len(body)) + body,
+                                             recovery=recovery)
+        except Exception as exc:
+            handler.send(answer(failure(exc)[0]))
+            return
+        handler.start_request(size)
+        loop = asyncio.get_running_loop()
+
+        def answered(f) -> None:  # on the event loop
+            handler.finish_request(size)
+            error = f.exception()
+            handler.send(answer(status.EOK if error is None else failure(error)[0]))
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
+
+    # -- v3 -----------------------------------------------------------------------------------------
+    def process_v3(self, handler: BookieRequestHandler, request: pb.Request, size: int) -> None:
+        op = request.header.operation
+        fields = _V3_FIELDS.get(op)
+        if fields is None or not request.HasField(fields[0]):
+            why = (f"operation {pb.OperationType.Name(op)} is not served" if fields is None
+                   else f"{pb.OperationType.Name(op)} request without its {fields[0]}")
+            log.warning("EBADREQ to %s (txnId %d): %s", handler.peer, request.header.txnId, why)
+            handler.send(v2.v3_response(request, status.EBADREQ).SerializeToString())
+            return
+        response = v2.v3_response(request, status.EOK)
+        body = getattr(response, fields[1])
+        sub = getattr(request, fields[0])
+        for name in ("ledgerId", "entryId"):  # required in the responses that have them
+            if name in body.DESCRIPTOR.fields_by_name:
+                setattr(body, name, getattr(sub, name))
+        if op == pb.ADD_ENTRY:
+            self._add_v3(handler, response, sub, size)
+        else:
+            handler.spawn(self._answer_v3(self._v3_ops[op], sub, response, body), size)
+
+    def _add_v3(self, handler: BookieRequestHandler, response: pb.Response, add: pb.AddRequest, size: int) -> None:
+        def answer(code: int) -> bytes:
+            response.status = response.addResponse.status = code
+            return response.SerializeToString()
+        if add.writeFlags & DEFERRED_SYNC:
+            handler.send(answer(status.EBADREQ))
+            return
+        recovery = add.HasField("flag") and add.flag == pb.AddRequest.RECOVERY_ADD  # proto2: absent reads as 1
+        self._add(handler, add.body, add.masterKey, recovery, answer, size)
+
+    @staticmethod
+    async def _answer_v3(work, request, response: pb.Response, body) -> bytes:
+        try:
+            await work(request, body)
+            code = status.EOK
+        except Exception as exc:
+            code = failure(exc)[0]
+        if "status" in body.DESCRIPTOR.fields_by_name:
+            body.status = code
+        response.status = code
+        return response.SerializeToString()
+
+    async def _read_v3(self, read: pb.ReadRequest, response: pb.ReadResponse) -> None:
+        flag = read.flag if read.HasField("flag") else 0  # proto2: an absent flag reads as FENCE_LEDGER
+        result = await read_entry(self.bookie, _ledger(read.ledgerId), read.entryId,
+                                  read.masterKey if flag == pb.ReadRequest.FENCE_LEDGER else None,
+                                  read.previousLAC if read.HasField("previousLAC") else None, read.timeOut,
+                                  flag == pb.ReadRequest.ENTRY_PIGGYBACK)
+        result.fill(response)
+
+    async def _write_lac_v3(self, request: pb.WriteLacRequest, response: pb.WriteLacResponse) -> None:
+        await asyncio.wrap_future(self.bookie.set_explicit_lac(_ledger(request.ledgerId), request.masterKey,
+                                                               request.body, request.lac))
+
+    async def _read_lac_v3(self, request: pb.ReadLacRequest, response: pb.ReadLacResponse) -> None:
+        lac_body, last_entry = await read_lac(self.bookie, _ledger(request.ledgerId))
+        if lac_body is not None:
+            response.lacBody = lac_body
+        if last_entry is not None:
+            response.lastEntryBody = last_entry
+
+    async def _force_ledger_v3(self, request: pb.ForceLedgerRequest, response: pb.ForceLedgerResponse) -> None:
+        await asyncio.wrap_future(self.bookie.force_ledger(_ledger(request.ledgerId)))
+
+    async def _bookie_info_v3(self, request: pb.GetBookieInfoRequest, response: pb.GetBookieInfoResponse) -> None:
+        total, free = await run_in_executor(self.bookie.disk_info)
+        if request.requested & pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY:
+            response.totalDiskCapacity = total
+        if request.requested & pb.GetBookieInfoRequest.FREE_DISK_SPACE:
+            response.freeDiskSpace = free
+
+    async def _list_of_entries_v3(self, request: pb.GetListOfEntriesOfLedgerRequest,
+                                  response: pb.GetListOfEntriesOfLedgerResponse) -> None:
+        ids = await run_in_executor(self.bookie.stored_entry_ids, _ledger(request.ledgerId))
+        response.availabilityOfEntriesOfLedger = availability.encode(ids)
+
+    async def _auth_v3(self, request: pb.AuthMessage, response: pb.AuthMessage) -> None:
+        response.CopyFrom(v2.auth_disabled_message())
+
+    # -- v2 -----------------------------------------------------------------------------------------
+    def process_v2(self, handler: BookieRequestHandler, request: v2.V2Request, size: int) -> None:
+        if isinstance(request, v2.ParsedAddRequest):
+            version, ledger_id, entry_id = request.version, request.ledger_id, request.entry_id
+            self._add(handler, request.body, request.master_key, request.recovery,
+                      lambda code: v2.encode_add_response(version, v2.to_v2_status(code), ledger_id, entry_id), size)
+        elif isinstance(request, v2.AuthRequest):
+            handler.send(v2.encode_response(v2.AuthResponse(request.version,
+                                                            v2.auth_disabled_message().SerializeToString())))
+        else:
+            handler.spawn(self._read_v2(request), size)
+
+    async def _read_v2(self, request: v2.ReadRequest | v2.BatchedReadRequest) -> bytes:
+        batch = isinstance(request, v2.BatchedReadRequest)
+        entries: list[bytes] = []
+        try:
+            ledger = _ledger(request.ledger_id)
+            fence_key = None
+            if request.fencing:
+                if request.master_key is None:  # a version-1 request carries none (ReadEntryProcessor)
+                    raise UnauthorizedAccessException(f"fence of ledger {ledger} without a master key")
+                fence_key = request.master_key
+            if batch:
+                if fence_key is not None:  # answered once the fence is fsynced, as a single read
+                    await asyncio.wrap_future(self.bookie.fence_ledger(ledger, fence_key))
+                entries = await run_in_executor(self._read_batch, ledger, request)
+            else:
+                entries = [(await read_entry(self.bookie, ledger, request.entry_id, fence_key, None, 0, False)).body]
+            rc = v2.EOK
+        except Exception as exc:
+            rc = v2.to_v2_status(failure(exc)[0])
+        if batch:
+            return v2.encode_response(v2.BatchedReadResponse(request.version, rc, request.ledger_id, request.entry_id,
+                                                             request.request_id, tuple(entries)))
+        return v2.encode_response(v2.ReadResponse(request.version, rc, request.ledger_id, request.entry_id,
+                                                  entries[0] if entries else b""))
+
+    def _read_batch(self, ledger: LedgerId, request: v2.BatchedReadRequest) -> list[bytes]:
+        """Entries from ``entry_id`` on, while they exist and fit (BatchedReadEntryProcessor): the
+        first always, then up to maxCount within min(maxSize, maxBatchReadSize) bytes of answer."""
+        count = request.max_count if request.max_count > 0 else None
+        budget = min(request.max_size, self.max_batch_read_size)
+        entries = [self.bookie.read_entry(ledger, request.entry_id)]  # its failure is the answer's
+        size = v2.batched_read_frame_size(len(entries[0]), 1)
+        entry_id = request.entry_id
+        while count is None or len(entries) < count:
+            entry_id += 1
+            try:
+                entry = self.bookie.read_entry(ledger, entry_id)
+            except Exception:
+                break  # the batch ends at the first entry not read
+            size += len(entry) + v2.HEADER.size
+            if size > budget:
+                break
+            entries.append(entry)
+        return entries
+
+
+class BookieNettyServer:
+    """Listens on 127.0.0.1 and serves the native protocol from ``bookie``."""
+
+    def __init__(self, bookie: Bookie, port: int = 0, host: str = "127.0.0.1",
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE):
+        self.processor = BookieRequestProcessor(bookie, max_batch_read_size)
+        self.host = host
+        self.port = port
+        self.max_frame_size = max_frame_size
+        self.connections: set[BookieRequestHandler] = set()
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> "BookieNettyServer":
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: BookieRequestHandler(self), self.host, self.port,
+                                                reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("native protocol served on %s:%d", self.host, self.port)
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection (answers already queued go out first)."""
+        if self._server is None:
+            return
+        self._server.close()
+        for handler in list(self.connections):
+            handler.close()
+        await self._server.wait_closed()
+        self._server = None
