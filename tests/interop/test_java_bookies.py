@@ -51,8 +51,8 @@ def java_summary(cluster: RealBookKeeper, ledger: int) -> dict[str, str]:
     return dict(field.split("=", 1) for field in out)
 
 
-def read_all(bk: BookKeeper, ledger: int, recovery: bool = False) -> tuple[list[bytes], object]:
-    rh = bk.open_ledger(ledger, recovery=recovery)
+def read_all(bk: BookKeeper, ledger: int, recovery: bool = False, password: bytes = b"") -> tuple[list[bytes], object]:
+    rh = bk.open_ledger(ledger, password=password, recovery=recovery)
     return [e.payload for e in rh.read(0, rh.last_add_confirmed)] if rh.last_add_confirmed >= 0 else [], rh
 
 
@@ -125,3 +125,17 @@ def test_java_client_verifies_what_this_client_writes(java_cluster, bk):
 def test_a_scoped_ledger_is_refused_on_native_only_bookies(bk):
     with pytest.raises(BKNotEnoughBookiesException, match="only on the gRPC path"):
         bk.create_ledger(ensemble_size=3, write_quorum=2, ack_quorum=2, scope_id=7)
+
+
+def test_recovery_fences_a_writer_on_java_bookies(java_cluster, bk):
+    from bookie.exceptions import BKLedgerFencedException
+    lh = bk.create_ledger(ensemble_size=3, write_quorum=2, ack_quorum=2, password=b"pw")
+    lh.append_batch([payload(i) for i in range(100)]).result()
+    other = BookKeeper(java_cluster.metadata_service_uri)
+    try:
+        entries, rh = read_all(other, lh.ledger_id, recovery=True, password=b"pw")
+    finally:
+        other.close()
+    assert rh.last_add_confirmed == 99 and entries == [payload(i) for i in range(100)]
+    with pytest.raises(BKLedgerFencedException):
+        lh.append(payload(100))

@@ -1,0 +1,81 @@
+"""NativeBookieClient's answers in the gRPC shapes the writer and readers consume, built from
+single-entry answers (no connection: the single reads and adds are stubbed)."""
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+from bookie.client.native_bookie_client import NativeBookieClient, _AddBatch
+from bookie.exceptions import BKBookieHandleNotAvailableException, BKIncorrectParameterException
+from bookie.ledger_id import LedgerId
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import entry_format, status
+
+LEDGER = LedgerId.of(7, 0)
+
+
+def done(value=None, error=None) -> Future:
+    f: Future = Future()
+    f.set_exception(error) if error is not None else f.set_result(value)
+    return f
+
+
+def stub_reads(client: NativeBookieClient, answers: dict[int, int]) -> None:
+    """Entry e answers ``answers.get(e, EOK)``; an EOK body is 10 bytes naming the entry."""
+    def read_entry_async(ledger, entry_id, **kwargs):
+        code = answers.get(entry_id, status.EOK)
+        body = b"%010d" % entry_id if code == status.EOK else b""
+        return done(pb.ReadResponse(status=code, entryId=entry_id, body=body, maxLAC=entry_id))
+    client.read_entry_async = read_entry_async
+
+
+def ids_of(message) -> list[int]:
+    return [int(bytes(frame)) for frame in entry_format.iter_frames(message.entries)]
+
+
+def test_range_read_honours_stride_offset_and_skips_absent_entries():
+    client = NativeBookieClient("127.0.0.1:1")
+    stub_reads(client, {5: status.ENOENTRY})
+    messages = list(client.read_entries(LEDGER, 0, 10, stride=3, offset=2))
+    assert [e for m in messages for e in ids_of(m)] == [2, 8]
+    assert messages[-1].lastEntryIdCovered == 10 and all(m.status == status.EOK for m in messages)
+
+
+def test_range_read_splits_at_max_bytes():
+    client = NativeBookieClient("127.0.0.1:1")
+    stub_reads(client, {})
+    messages = list(client.read_entries(LEDGER, 0, 9, max_bytes=30))  # 14 bytes a framed entry
+    assert [ids_of(m) for m in messages] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    assert [m.lastEntryIdCovered for m in messages] == [2, 5, 8, 9]
+
+
+def test_range_read_stops_at_an_error_after_what_it_read():
+    client = NativeBookieClient("127.0.0.1:1")
+    stub_reads(client, {3: status.EIO})
+    messages = list(client.read_entries(LEDGER, 0, 9))
+    assert ids_of(messages[0]) == [0, 1, 2] and messages[0].lastEntryIdCovered == 2
+    assert messages[-1].status == status.EIO and "entry 3" in messages[-1].message
+
+
+def test_add_batch_answers_once_every_entry_is_answered():
+    batch = _AddBatch(LEDGER, 10, 12, 3)
+    batch.entry_done(done(pb.AddResponse(status=status.EOK, firstEntryId=10)))
+    batch.entry_done(done(pb.AddResponse(status=status.EFENCED, firstEntryId=11)))
+    assert not batch.future.done()
+    batch.entry_done(done(pb.AddResponse(status=status.EOK, firstEntryId=12)))
+    response = batch.future.result()
+    assert (response.status, response.firstEntryId, response.lastEntryId, response.entryCount) == (status.EFENCED, 10, 12, 3)
+    assert "entry 11" in response.message
+
+
+def test_add_batch_fails_with_the_transport_error():
+    batch = _AddBatch(LEDGER, 0, 1, 2)
+    batch.entry_done(done(error=BKBookieHandleNotAvailableException("lost")))
+    with pytest.raises(BKBookieHandleNotAvailableException):
+        batch.future.result()
+
+
+def test_scoped_ledgers_are_refused():
+    with pytest.raises(BKIncorrectParameterException, match="gRPC path"):
+        NativeBookieClient("127.0.0.1:1").read_entry_async(LedgerId.of(1, 5), 0)
