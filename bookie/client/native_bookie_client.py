@@ -75,7 +75,7 @@ class _Connection:
         self.queued: list[bytes] = []
         self.flushing = False
         self.broken: Exception | None = None
-        self.thread = threading.Thread(target=self._receive, name=f"bookie-proto-{client.bookie_id}", daemon=True)
+        self.thread = threading.Thread(target=self._receive, name=f"bookie-rpc-{client.bookie_id}", daemon=True)
         self.thread.start()
 
     def send(self, requests: list[tuple[int, bytes, _Pending]]) -> None:

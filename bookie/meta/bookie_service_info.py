@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
 
-BOOKIE_PROTO = "bookie-rpc"  # BookKeeper's native protocol (endpoint id "bookie"), as 4.17 bookies register it
+BOOKIE_RPC = "bookie-rpc"  # BookKeeper's native protocol (endpoint id "bookie"), as 4.17 bookies register it
 GRPC = "grpc"
 
 

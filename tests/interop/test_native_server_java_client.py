@@ -2,7 +2,7 @@
 (bookie/server/native_server.py): the byte layouts checked by the real thing.
 
 Three storage engines run in this process, each served by a BookieNettyServer on a free 127.0.0.1
-port and registered in ZooKeeper under that address with a ``bookie-proto`` endpoint, as Java bookies
+port and registered in ZooKeeper under that address with a ``bookie-rpc`` endpoint, as Java bookies
 register. `bk bookie` does not start the native server yet; issue 11 test 5 (the Java client and
 BookieShell against bookie processes) comes with that switch.
 """
@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from bookie.meta.bookie_service_info import BOOKIE_PROTO, Endpoint
+from bookie.meta.bookie_service_info import BOOKIE_RPC, Endpoint
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.native_server import BookieNettyServer
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk
@@ -40,7 +40,7 @@ def native_cluster(zookeeper, make_bookie, tmp_path):
             server = asyncio.run_coroutine_threadsafe(BookieNettyServer(bookie).start(), loop).result(DEADLINE)
             servers.append(server)
             store.register_bookie(f"127.0.0.1:{server.port}", False,
-                                  (Endpoint("bookie", "127.0.0.1", server.port, BOOKIE_PROTO),))
+                                  (Endpoint("bookie", "127.0.0.1", server.port, BOOKIE_RPC),))
         yield tools
     finally:
         for server in servers:
