@@ -97,9 +97,12 @@ class BookKeeper:
         self._writable, self._readonly = writable, readonly
         self._bookies_known.set()
 
-    def writable_bookies(self) -> list[str]:
+    def writable_bookies(self, grpc_only: bool = False) -> list[str]:
+        """Writable bookies; with ``grpc_only`` those that speak gRPC (the only path for ledgers of a
+        non-zero scope: BookKeeper's native protocol names ledgers by 64-bit id)."""
         self._bookies_known.wait(self.conf.zkConnectTimeout)
-        return list(self._writable)
+        writable = list(self._writable)
+        return [b for b in writable if self.speaks_grpc(b)] if grpc_only else writable
 
     def readonly_bookies(self) -> list[str]:
         self._bookies_known.wait(self.conf.zkConnectTimeout)
@@ -113,14 +116,12 @@ class BookKeeper:
         return {b for b, until in list(self._quarantine.items()) if until > now}
 
     def _pick_ensemble(self, size: int, grpc_only: bool = False) -> list[str]:
-        writable = self.writable_bookies()
-        if grpc_only:
-            writable = [b for b in writable if self.speaks_grpc(b)]
-            if len(writable) < size:
-                raise BKNotEnoughBookiesException(
-                    f"need {size} writable bookies that speak gRPC, {len(writable)} available: ledgers of a non-zero "
-                    "scope (128-bit ids) exist only on the gRPC path (BookKeeper's native protocol names ledgers "
-                    "by 64-bit id)")
+        writable = self.writable_bookies(grpc_only)
+        if grpc_only and len(writable) < size:
+            raise BKNotEnoughBookiesException(
+                f"need {size} writable bookies that speak gRPC, {len(writable)} available: ledgers of a non-zero "
+                "scope (128-bit ids) exist only on the gRPC path (BookKeeper's native protocol names ledgers "
+                "by 64-bit id)")
         avoid = self.quarantined()
         if len([b for b in writable if b not in avoid]) >= size:
             return new_ensemble(writable, size, avoid)

@@ -268,7 +268,8 @@ class LedgerHandle(Handle):
                 self._ensemble_changes += 1
                 if self._ensemble_changes > self.conf.maxNumEnsembleChanges:
                     raise BKWriteException(f"ledger {self.ledger}: more than maxNumEnsembleChanges ensemble changes")
-                new = replace_bookies(self.bk.writable_bookies(), old, failed, self.bk.quarantined())
+                new = replace_bookies(self.bk.writable_bookies(grpc_only=self.ledger.scope_id != 0), old, failed,
+                                      self.bk.quarantined())
                 versioned = self._record_ensemble(start, tuple(new))
             except BKException as exc:
                 if isinstance(exc, BKNotEnoughBookiesException):
