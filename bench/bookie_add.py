@@ -31,7 +31,7 @@ ENTRY = 1024
 KEY = generate_master_key(b"bench")
 
 
-def run_client(bookie_id: str, ledger: LedgerId, seconds: float, in_flight: int) -> tuple[float, float, float]:
+def run_client(address: str, ledger: LedgerId, seconds: float, in_flight: int) -> tuple[float, float, float]:
     """Stream batches for ``seconds``; return (entries/s, p50 ms, p99 ms) of batch latency."""
     digest = DigestManager(ledger, b"bench")
     payload = os.urandom(ENTRY)
@@ -40,7 +40,7 @@ def run_client(bookie_id: str, ledger: LedgerId, seconds: float, in_flight: int)
     for b in range(64):
         blob, length = digest.build_framed(b * BATCH, b * BATCH - 1, length, [payload] * BATCH)
         batches.append(blob)
-    client = BookieClient(bookie_id, timeout=30)
+    client = BookieClient(address, timeout=30)  # gRPC: the bookie's grpcPort, or the bare servicer
     latencies, pending, sent, acked = [], deque(), 0, 0
     try:
         start = time.perf_counter()
@@ -78,7 +78,7 @@ def main() -> None:
     try:
         wait_for_port(bare_port, bare, 30, "bare servicer")
         for r in range(args.rounds):
-            for name, target in (("bare", f"127.0.0.1:{bare_port}"), ("bookie", cluster.bookies[0].bookie_id)):
+            for name, target in (("bare", f"127.0.0.1:{bare_port}"), ("bookie", cluster.bookies[0].grpc_address)):
                 results[name].append(run_client(target, LedgerId(0, 1 + r), args.seconds, args.in_flight))
                 rate, p50, p99 = results[name][-1]
                 print(f"round {r + 1} {name:7s}: {rate:10,.0f} entries/s  batch p50 {p50:6.1f} ms  p99 {p99:6.1f} ms")

@@ -1,14 +1,24 @@
 """Clients that live as long as the Python process: one BookKeeper client per metadata URI on the
-driver-side workers, and plain per-bookie channels on executors (which never need ZooKeeper)."""
+driver-side workers, and plain per-bookie connections on executors (which never need ZooKeeper).
+
+An executor cannot read a bookie's registration, so the driver reads it when it plans (each partition
+carries the BookieServiceInfo of its ensemble's bookies) and the executor connects as the driver's
+client would (``make_bookie_client``): gRPC at the registered gRPC endpoint, BookKeeper's native
+protocol at the bookie id for a bookie without one (a stock BookKeeper bookie).
+"""
 from __future__ import annotations
 
 import atexit
 import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Mapping
 
 from bookie.client.bookie_client import BookieClient
+from bookie.client.bookkeeper import make_bookie_client
 from bookie.client.conf import ClientConfiguration
+from bookie.client.native_bookie_client import NativeBookieClient
+from bookie.meta.bookie_service_info import GRPC, BookieServiceInfo, Endpoint
 from bookie.util.allocator import keep_large_buffers
 
 _lock = threading.Lock()
@@ -32,21 +42,39 @@ def driver_client(uri: str, connect_timeout: float = 10.0):
 
 
 class WorkerClients:
-    """What a LedgerReader needs on an executor: bookie channels, a small thread pool, the conf."""
+    """An executor's bookie connections (one per bookie and transport), a small thread pool, the conf."""
 
     def __init__(self):
         self.conf = ClientConfiguration()
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bk-spark-read")
-        self._clients: dict[str, BookieClient] = {}
+        self._clients: dict[tuple[str, Endpoint | None], BookieClient | NativeBookieClient] = {}
 
-    def bookie_client(self, bookie: str) -> BookieClient:
-        # gRPC by bookie id: an executor has no ZooKeeper to read a bookie's registration from, so
-        # ledgers on stock (native-only) bookies are not readable from executors yet.
+    def bookie_client(self, bookie: str, info: BookieServiceInfo | None) -> BookieClient | NativeBookieClient:
+        """The connection to ``bookie`` over the transport its registration ``info`` offers."""
+        # Keyed by the endpoint too: a bookie restarted on another gRPC port gets a new connection.
+        key = (bookie, info.endpoint(GRPC) if info is not None else None)
         with _lock:
-            client = self._clients.get(bookie)
+            client = self._clients.get(key)
             if client is None:
-                client = self._clients[bookie] = BookieClient(bookie, self.conf.readTimeout)
+                client = self._clients[key] = make_bookie_client(bookie, info, self.conf.readTimeout)
             return client
+
+    def for_bookies(self, services: Mapping[str, BookieServiceInfo | None]) -> "PartitionClients":
+        return PartitionClients(self, services)
+
+
+class PartitionClients:
+    """What a LedgerReader needs for one partition: ``bookie_client(bookie)`` by the registrations the
+    driver read when it planned the partition, the executor's thread pool and conf."""
+
+    def __init__(self, workers: WorkerClients, services: Mapping[str, BookieServiceInfo | None]):
+        self.workers = workers
+        self.services = services
+        self.conf = workers.conf
+        self.executor = workers.executor
+
+    def bookie_client(self, bookie: str) -> BookieClient | NativeBookieClient:
+        return self.workers.bookie_client(bookie, self.services.get(bookie))
 
 
 def worker_clients() -> WorkerClients:

@@ -6,6 +6,10 @@ fragment ``[first, last]`` of a ledger gets one partition per bookie of its ense
 the entries it is first in the write set for (``e % E == i``), so all bookies of a fragment serve at
 once; ranges longer than ``maxEntriesPerPartition`` are split.
 
+The driver also reads each bookie's registration (BookieTransports) and hands it to the partition, so
+the executor, which has no ZooKeeper, reaches every bookie as the driver would: by gRPC where the
+bookie registered it (a range read), by BookKeeper's native protocol otherwise (a stock bookie).
+
 Reading (executor): a streamed range read with that stride from the member bookie; every entry's
 ledger id and digest are checked into column buffers (``DigestManager.verify_columns``). Entries
 missing or bad there are range-read, same stride, from the next bookie of their write set (they all
@@ -24,6 +28,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from bookie.client.distribution_schedule import write_set
 from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
@@ -43,24 +48,44 @@ class LedgerSlice:
     segment: int | None
 
 
+class BookieTransports:
+    """What each bookie offers (its registration's BookieServiceInfo, None if it is not registered),
+    read on the driver once per planning and handed to the partitions that read from it."""
+
+    def __init__(self, bk):
+        self.store = bk.store
+        self._infos: dict[str, BookieServiceInfo | None] = {}
+
+    def of(self, ensemble) -> dict[str, BookieServiceInfo | None]:
+        for bookie in ensemble:
+            if bookie not in self._infos:
+                self._infos[bookie] = self.store.bookie_service_info(bookie)
+        return {bookie: self._infos[bookie] for bookie in ensemble}
+
+
 @dataclass
 class FragmentMemberPartition(InputPartition):
-    """Entries ``first..last`` of one fragment that ``ensemble[member]`` is first in the write set for."""
+    """Entries ``first..last`` of one fragment that ``ensemble[member]`` is first in the write set for;
+    ``services``: the ensemble's registrations, so the executor picks each bookie's transport."""
 
     slice: LedgerSlice
     ensemble: tuple[str, ...]
     member: int
     first: int
     last: int
+    services: dict[str, BookieServiceInfo | None]
 
-    def __init__(self, slice_: LedgerSlice, ensemble, member: int, first: int, last: int):
+    def __init__(self, slice_: LedgerSlice, ensemble, member: int, first: int, last: int, *,
+                 services: dict[str, BookieServiceInfo | None]):
         super().__init__(None)
         self.slice, self.ensemble, self.member, self.first, self.last = slice_, tuple(ensemble), member, first, last
+        self.services = services
 
 
 def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
     """The partitions of a read (driver side)."""
     partitions = []
+    transports = BookieTransports(connections.driver_client(opts.uri, opts.zk_connect_timeout))
     for sl in resolve_slices(opts):
         for f_first, f_last, ensemble in sl.metadata.fragments():
             f_last = sl.last if f_last < 0 else f_last
@@ -70,7 +95,8 @@ def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
             for member in range(len(ensemble)):
                 for lo in range(a, b + 1, opts.max_entries_per_partition):
                     hi = min(b, lo + opts.max_entries_per_partition - 1)
-                    partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, hi))
+                    partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, hi,
+                                                              services=transports.of(ensemble)))
     return partitions
 
 
@@ -145,7 +171,7 @@ class BookKeeperReader(DataSourceReader):
         wanted = wanted[wanted % E == partition.member]
         if not len(wanted):
             return
-        clients = connections.worker_clients()
+        clients = connections.worker_clients().for_bookies(partition.services)
         seen = np.zeros(partition.last - first + 1, dtype=bool)
         # Every entry here (e % E == member) has the same write set: what the member could not serve is
         # range-read, with the same stride, from the next bookie of that write set, and so on.

@@ -14,7 +14,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from spark_bookkeeper import connections
 from spark_bookkeeper.log import read_log
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
-from spark_bookkeeper.reader import BookKeeperReader, FragmentMemberPartition, LedgerSlice
+from spark_bookkeeper.reader import BookieTransports, BookKeeperReader, FragmentMemberPartition, LedgerSlice
 
 
 def _pos(offset: dict) -> tuple[int, int]:
@@ -73,6 +73,7 @@ class BookKeeperStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def partitions(self, start: dict, end: dict) -> list[FragmentMemberPartition]:
         segments = self._segments()
         bk = connections.driver_client(self.opts.uri, self.opts.zk_connect_timeout)
+        transports = BookieTransports(bk)
         (s0, e0), (s1, e1) = _pos(start), _pos(end)
         out = []
         for seg in range(s0, min(s1 + 1, len(segments))):
@@ -87,7 +88,8 @@ class BookKeeperStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 for member in range(len(ensemble)) if a <= b else ():
                     for lo in range(a, b + 1, self.opts.max_entries_per_partition):
                         out.append(FragmentMemberPartition(sl, ensemble, member, lo,
-                                                           min(b, lo + self.opts.max_entries_per_partition - 1)))
+                                                           min(b, lo + self.opts.max_entries_per_partition - 1),
+                                                           services=transports.of(ensemble)))
         return out
 
     def read(self, partition):

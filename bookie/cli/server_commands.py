@@ -12,7 +12,8 @@ from bookie.server.conf import ConfigurationException
 def register_top(commands, add_conf_args) -> None:
     bookie = commands.add_parser("bookie", help="run one bookie server")
     add_conf_args(bookie)
-    bookie.add_argument("--port", type=int, help="bookiePort")
+    bookie.add_argument("--port", type=int, help="bookiePort: BookKeeper's native protocol (and the bookie id)")
+    bookie.add_argument("--grpc-port", type=int, help="grpcPort: this project's gRPC service")
     bookie.add_argument("--metadata-service-uri", help="metadataServiceUri, e.g. zk://127.0.0.1:2181/ledgers")
     bookie.set_defaults(run=run_bookie)
 
@@ -44,9 +45,12 @@ def run_bookie(args, conf) -> int:
     from bookie.server.bookie_server import serve
     if args.port is not None:
         conf.set("bookiePort", args.port)
+    if args.grpc_port is not None:
+        conf.set("grpcPort", args.grpc_port)
     if args.metadata_service_uri:
         conf.set("metadataServiceUri", args.metadata_service_uri)
-    asyncio.run(serve(conf, ready=lambda server: print(f"bookie {server.bookie_id} is up", flush=True)))
+    asyncio.run(serve(conf, ready=lambda server: print(f"bookie {server.bookie_id} is up (gRPC on "
+                                                       f"127.0.0.1:{server.conf['grpcPort']})", flush=True)))
     return 0
 
 
@@ -61,7 +65,8 @@ def run_local(args, conf) -> int:
     try:
         print(f"metadataServiceUri: {cluster.metadata_service_uri}")
         for b in cluster.bookies:
-            print(f"bookie {b.bookie_id}  (journal {b.journal_dir}, ledgers {b.ledger_dir}, log {b.log_path})")
+            print(f"bookie {b.bookie_id}  (gRPC {b.grpc_address}; journal {b.journal_dir}, ledgers {b.ledger_dir}, "
+                  f"log {b.log_path})")
         print("press Ctrl-C to stop", flush=True)
         stop.wait()
     finally:

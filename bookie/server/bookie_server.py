@@ -1,9 +1,16 @@
-"""The bookie process (``bk bookie``): storage engine + gRPC service + ZooKeeper registration.
+"""The bookie process (``bk bookie``): storage engine + two servers + ZooKeeper registration.
+
+Two transports over one engine: BookKeeper's native protocol (BookieNettyServer, v3 and v2) on
+``bookiePort``, as BookKeeper's bookies serve it, and this project's gRPC service on ``grpcPort``;
+both bound to 127.0.0.1. The bookie id stays ``<host>:<bookiePort>`` (BookKeeper's), and the
+registration (BookieServiceInfo) lists both endpoints: ``bookie``/``bookie-rpc`` for BookKeeper's
+tools and clients, ``grpc``/``grpc`` for this project's client.
 
 Start-up, in BookKeeper's order: directory checks, cookie validation (local and in ZooKeeper), journal
-replay, threads, gRPC on 127.0.0.1, then registration as ``<root>/available/<bookieId>`` (ephemeral;
-``available/readonly/<bookieId>`` while read-only). SIGTERM or SIGINT: stop taking requests, drain
-and checkpoint, deregister, exit 0. SIGKILL loses nothing acknowledged: the journal is replayed.
+replay, threads, both servers listening, then registration as ``<root>/available/<bookieId>``
+(ephemeral; ``available/readonly/<bookieId>`` while read-only). SIGTERM or SIGINT: stop taking
+requests on both, drain and checkpoint, deregister, exit 0. SIGKILL loses nothing acknowledged: the
+journal is replayed.
 """
 from __future__ import annotations
 
@@ -15,15 +22,17 @@ import threading
 
 import grpc
 
-from bookie.meta.bookie_service_info import GRPC, Endpoint
+from bookie.meta.bookie_service_info import BOOKIE_RPC, GRPC, Endpoint
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.bookie import Bookie
 from bookie.server.conf import ConfigurationException, ServerConfiguration
 from bookie.server.cookie import read_registered_cookie, write_registered_cookie
+from bookie.server.native_server import BookieNettyServer
 from bookie.server.request_processor import BookieServicer, add_to_server
 from bookie.util.allocator import keep_large_buffers
 
 log = logging.getLogger(__name__)
+STOP_GRACE = 2.0  # seconds each server gets, on a clean stop, to finish what it has taken
 
 
 class BookieServer:
@@ -31,12 +40,16 @@ class BookieServer:
         if not conf["metadataServiceUri"]:
             raise ConfigurationException("metadataServiceUri is not set: a bookie registers in ZooKeeper, "
                                      "e.g. zk://127.0.0.1:2181/ledgers")
+        if conf["grpcPort"] == conf["bookiePort"]:
+            raise ConfigurationException(f"grpcPort and bookiePort are both {conf['bookiePort']}: BookKeeper's "
+                                         "native protocol (bookiePort) and gRPC (grpcPort) need a port each")
         self.conf = conf
         self.bookie_id = conf.bookie_id
         self.store: ZKMetadataStore | None = None
         self.bookie: Bookie | None = None
         self.server: grpc.aio.Server | None = None
         self.servicer: BookieServicer | None = None
+        self.native_server: BookieNettyServer | None = None
         self._registered_read_only: bool | None = None
         self._registration_lock = threading.Lock()
 
@@ -55,21 +68,31 @@ class BookieServer:
                                                ("grpc.so_reuseport", 0)])
         self.servicer = BookieServicer(self.bookie)
         add_to_server(self.servicer, self.server)
-        port = conf["bookiePort"]
-        if self.server.add_insecure_port(f"127.0.0.1:{port}") != port:
-            raise OSError(f"cannot listen on 127.0.0.1:{port}")
+        grpc_port = conf["grpcPort"]
+        if self.server.add_insecure_port(f"127.0.0.1:{grpc_port}") != grpc_port:
+            raise OSError(f"cannot listen on 127.0.0.1:{grpc_port} (grpcPort)")
         await self.server.start()
+        self.native_server = BookieNettyServer(self.bookie, conf["bookiePort"],
+                                               max_frame_size=conf["nettyMaxFrameSizeBytes"])
+        await self.native_server.start()
         # Registration may wait for the node of our previous, SIGKILLed process to expire (up to two
-        # session timeouts): a thread waits, so the event loop serves requests meanwhile. Listening comes
-        # first, so the bookie is never registered as available before it can serve.
+        # session timeouts): a thread waits, so the event loop serves requests meanwhile. Listening on
+        # both ports comes first, so the bookie is never registered as available before it can serve.
         self.bookie.add_state_listener(self._register)
         await asyncio.get_running_loop().run_in_executor(None, lambda: self._register(self.bookie.read_only))
         # What start-up built lives as long as the process: take it out of the cyclic GC's full
         # collections, which the read path's allocations otherwise trigger over and over.
         gc.collect()
         gc.freeze()
-        log.info("bookie %s serving on 127.0.0.1:%d (%s)", self.bookie_id, port,
+        log.info("bookie %s serving BookKeeper's protocol on 127.0.0.1:%d and gRPC on 127.0.0.1:%d (%s)",
+                 self.bookie_id, self.native_server.port, grpc_port,
                  "read-only" if self.bookie.read_only else "writable")
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """What the registration lists: BookKeeper's native endpoint as its bookies name it, then gRPC."""
+        return (Endpoint("bookie", "127.0.0.1", self.native_server.port, BOOKIE_RPC),
+                Endpoint("grpc", "127.0.0.1", self.conf["grpcPort"], GRPC))
 
     def _register(self, read_only: bool) -> None:
         """Register as writable or read-only (moving the ephemeral node when the state changes)."""
@@ -78,14 +101,20 @@ class BookieServer:
                 return
             if self._registered_read_only is not None:
                 self.store.unregister_bookie(self.bookie_id, self._registered_read_only)
-            self.store.register_bookie(self.bookie_id, read_only,
-                                       (Endpoint("grpc", "127.0.0.1", self.conf["bookiePort"], GRPC),))
+            self.store.register_bookie(self.bookie_id, read_only, self.endpoints)
             self._registered_read_only = read_only
 
     async def stop(self) -> None:
+        if self.native_server is not None:
+            # Answers already queued go out, then connections close; a client that does not read them
+            # gets the gRPC grace period, not a stop that never ends.
+            try:
+                await asyncio.wait_for(self.native_server.stop(), STOP_GRACE)
+            except asyncio.TimeoutError:
+                log.warning("native connections still flushing after %.0f s; stopping anyway", STOP_GRACE)
         if self.server is not None:
             self.servicer.end_add_streams()  # clients see their streams end, not cancelled calls
-            await self.server.stop(grace=2)
+            await self.server.stop(grace=STOP_GRACE)
         if self.store is not None and self._registered_read_only is not None:
             self.store.unregister_bookie(self.bookie_id, self._registered_read_only)
         if self.bookie is not None:

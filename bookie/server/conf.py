@@ -43,7 +43,8 @@ def _o(kind, default, doc, minimum=None) -> Option:
 
 OPTIONS: dict[str, Option] = {
     # Server
-    "bookiePort": _o("int", 3181, "port the bookie listens on (127.0.0.1)", 0),
+    "bookiePort": _o("int", 3181, "port of BookKeeper's native protocol (127.0.0.1); the bookie id's port", 0),
+    "grpcPort": _o("int", 4181, "this project's key: port of the gRPC service (127.0.0.1), beside bookiePort", 0),
     "bookieId": _o("str", "", "bookie id; default host:port"),
     "advertisedAddress": _o("str", "127.0.0.1", "address put in the bookie id"),
     "metadataServiceUri": _o("str", "", "zk://host:port/ledgers"),

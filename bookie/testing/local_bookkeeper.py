@@ -26,8 +26,12 @@ LOCAL_BOOKIE_SETTINGS = {"zkTimeout": 4000, "journalFlushWhenQueueEmpty": True, 
 
 @dataclass
 class LocalBookie:
+    """One bookie process: BookKeeper's native protocol on ``port`` (bookiePort, its bookie id), gRPC
+    on ``grpc_port`` (grpcPort)."""
+
     index: int
     port: int
+    grpc_port: int
     directory: str
     proc: subprocess.Popen | None = None
     settings: dict = field(default_factory=dict)
@@ -36,6 +40,10 @@ class LocalBookie:
     @property
     def bookie_id(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
 
     @property
     def conf_path(self) -> str:
@@ -64,8 +72,15 @@ class LocalBookKeeper:
         self.zookeeper = zookeeper or ZooKeeperServer(os.path.join(self.base_dir, "zookeeper"), zk_port, tick_time)
         self.root = root
         self.settings = {**LOCAL_BOOKIE_SETTINGS, **(bookie_settings or {})}
-        self.bookies = [LocalBookie(i, free_port(), os.path.join(self.base_dir, f"bookie-{i}"))
-                        for i in range(num_bookies)]
+        self.bookies = [self._new_bookie(i) for i in range(num_bookies)]
+
+    def _new_bookie(self, index: int) -> LocalBookie:
+        """A bookie with two free ports of its own (bookiePort, grpcPort)."""
+        port = free_port()
+        grpc_port = free_port()
+        while grpc_port == port:
+            grpc_port = free_port()
+        return LocalBookie(index, port, grpc_port, os.path.join(self.base_dir, f"bookie-{index}"))
 
     @property
     def metadata_service_uri(self) -> str:
@@ -87,17 +102,17 @@ class LocalBookKeeper:
         return self
 
     def add_bookie(self, **settings) -> LocalBookie:
-        bookie = LocalBookie(len(self.bookies), free_port(), os.path.join(self.base_dir, f"bookie-{len(self.bookies)}"))
+        bookie = self._new_bookie(len(self.bookies))
         self.bookies.append(bookie)
         self.start_bookie(bookie.index, **settings)
         return bookie
 
     def start_bookie(self, index: int, wait: bool = True, **settings) -> LocalBookie:
-        """(Re)start bookie ``index`` with its own directories and port; extra settings go in its conf."""
+        """(Re)start bookie ``index`` with its own directories and ports; extra settings go in its conf."""
         bookie = self.bookies[index]
         os.makedirs(bookie.directory, exist_ok=True)
         bookie.settings.update(settings)
-        values = {**self.settings, **bookie.settings, "bookiePort": bookie.port,
+        values = {**self.settings, **bookie.settings, "bookiePort": bookie.port, "grpcPort": bookie.grpc_port,
                   "journalDirectories": bookie.journal_dir, "ledgerDirectories": bookie.ledger_dir,
                   "metadataServiceUri": self.metadata_service_uri}
         with open(bookie.conf_path, "w") as f:

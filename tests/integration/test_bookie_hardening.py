@@ -52,7 +52,7 @@ def _range_ids(client: BookieClient, ledger: LedgerId, first: int, last: int, **
 @pytest.fixture
 def one_bookie(cluster):
     c = cluster(1, flushInterval=200)  # checkpoints run all the time: a header that cannot be written shows
-    client = BookieClient(c.bookies[0].bookie_id)
+    client = BookieClient(c.bookies[0].bookie_id, address=c.bookies[0].grpc_address)
     yield c, client
     client.close()
 
@@ -259,7 +259,7 @@ def test_a_restarted_bookie_serves_while_its_old_registration_is_still_there(clu
     test holds that node itself (its own session), so the wait lasts exactly as long as the test wants."""
     c = cluster(1, zkTimeout=10000)
     bookie = c.bookies[0]
-    client = BookieClient(bookie.bookie_id, timeout=2.0)
+    client = BookieClient(bookie.bookie_id, timeout=2.0, address=bookie.grpc_address)
     ledger = LedgerId(0, 110)
     try:
         assert client.add(ledger, KEY, framed(ledger, range(3))).result(10).status == status.EOK

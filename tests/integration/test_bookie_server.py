@@ -34,7 +34,7 @@ def entries(ledger: LedgerId, first: int, count: int, lac: int | None = None, si
 @pytest.fixture
 def one_bookie(cluster):
     c = cluster(1)
-    client = BookieClient(c.bookies[0].bookie_id)
+    client = BookieClient(c.bookies[0].bookie_id, address=c.bookies[0].grpc_address)
     yield c, client
     client.close()
 
@@ -152,7 +152,7 @@ def test_read_only_both_ways_moves_the_registration(cluster, tmp_path):
     threshold = disk_usage(probe) + margin / total
     c = cluster(1, diskUsageThreshold=round(threshold, 6), diskUsageWarnThreshold=0.0, diskCheckInterval=100)
     bookie_id = c.bookies[0].bookie_id
-    client = BookieClient(bookie_id)
+    client = BookieClient(bookie_id, address=c.bookies[0].grpc_address)
     ledger = LedgerId(0, 16)
     filler = os.path.join(probe, "filler")
     try:
@@ -236,7 +236,7 @@ def test_a_burst_past_the_journal_queue_gets_too_many_requests(cluster, tmp_path
     queue_size = 4
     c = cluster(1, journalQueueSize=queue_size, journalMaxGroupWaitMSec=50)
     hold = restart_with_held_journal(c, 0, tmp_path / "control", "write")
-    client = BookieClient(c.bookies[0].bookie_id)
+    client = BookieClient(c.bookies[0].bookie_id, address=c.bookies[0].grpc_address)
     try:
         ledger = LedgerId(0, 19)
         hold.arm()

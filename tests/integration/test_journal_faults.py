@@ -146,7 +146,7 @@ def test_bookie_whose_journal_fsync_fails_acknowledges_nothing_more_and_exits(cl
     c = cluster(1)
     b = c.bookies[0]
     hold = restart_with_held_journal(c, 0, tmp_path / "control", "fsync")  # c.stop() still stops it by PID
-    client = BookieClient(b.bookie_id, timeout=30)
+    client = BookieClient(b.bookie_id, timeout=30, address=b.grpc_address)
     try:
         for eid in range(5):
             assert _answer(lambda: client.add(LEDGER, KEY, _batch(eid, 1))) == "EOK"
@@ -172,7 +172,7 @@ def test_bookie_whose_journal_fsync_fails_acknowledges_nothing_more_and_exits(cl
         client.close()
     b.proc = None
     c.start_bookie(0)  # the normal code: replay from the mark
-    client = BookieClient(b.bookie_id, timeout=30)
+    client = BookieClient(b.bookie_id, timeout=30, address=b.grpc_address)
     try:
         digest = DigestManager(LEDGER, PASSWORD)
         for eid in range(5):
