@@ -8,7 +8,8 @@ writes everything queued by then with one ``sendall`` (what queues meanwhile goe
 as Netty's channel coalesces writes. One reader thread per connection completes futures.
 
 The native protocol has no batched add and no range read, so ``add`` of a framed batch sends one
-AddRequest per entry (written together) and answers the batch as the gRPC bookie would (one
+AddRequest per entry (one Request message reused for all of them, consecutive txnIds, written
+together; the entries share one in-flight record, no Future each) and answers the batch as the gRPC bookie would (one
 AddResponse: first/last entry id, count, the first failing status); ``read_entries`` pipelines
 single-entry reads and yields ``ReadRangeResponse``s shaped like the gRPC bookie's stream.
 
@@ -19,6 +20,7 @@ a non-zero scope (128-bit ids) cannot be named in this protocol and are refused.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import select
@@ -37,7 +39,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import entry_format, status
-from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, FrameTooLargeException, encode_frames
+from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER, FrameDecoder, FrameTooLargeException
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +59,30 @@ def native_ledger_id(bookie_id: str, ledger: LedgerId) -> int:
     return ledger.ledger_id
 
 
-class _Pending:
+class _Call:
+    """A request answered by a Future: its conversion to the gRPC shape, its deadline."""
     __slots__ = ("future", "convert", "deadline", "what")
 
-    def __init__(self, future: Future, convert: Callable[[v3.Response], object], deadline: float | None, what: str):
-        self.future, self.convert, self.deadline, self.what = future, convert, deadline, what
+    def __init__(self, convert: Callable[[v3.Response], object], deadline: float | None, what: str):
+        self.future: Future = Future()
+        self.convert, self.deadline, self.what = convert, deadline, what
+
+    def answer(self, txn: int, response: v3.Response, bookie_id: str) -> None:
+        # Only the thread that took the request out of the in-flight map completes it; the caller may
+        # have cancelled it (an abandoned range read) and then nobody waits.
+        if not self.future.set_running_or_notify_cancel():
+            return
+        try:
+            result = self.convert(response)
+        except Exception as exc:  # a response that does not fit its request: this request fails, not the connection
+            self.future.set_exception(BKBookieHandleNotAvailableException(
+                f"{self.what} on bookie {bookie_id}: unexpected response ({exc})"))
+        else:
+            self.future.set_result(result)
+
+    def fail(self, error: Exception) -> None:
+        if self.future.set_running_or_notify_cancel():
+            self.future.set_exception(error)
 
 
 class _Connection:
@@ -71,21 +92,26 @@ class _Connection:
         self.client = client
         self.sock = sock
         self.lock = threading.Lock()
-        self.pending: dict[int, _Pending] = {}
-        self.queued: list[bytes] = []
+        self.pending: dict[int, _Call | _AddBatch] = {}
+        self.deadlines: dict[int, float] = {}  # txn -> deadline, of the requests that have one (not adds)
+        self.queued: list[bytes] = []  # frame headers and payloads, joined by the flush
         self.flushing = False
         self.broken: Exception | None = None
         self.thread = threading.Thread(target=self._receive, name=f"bookie-rpc-{client.bookie_id}", daemon=True)
         self.thread.start()
 
-    def send(self, requests: list[tuple[int, bytes, _Pending]]) -> None:
+    def send(self, requests: list[tuple[int, bytes, _Call | _AddBatch]]) -> None:
         """Register and queue serialized requests; flush unless another thread is flushing."""
         with self.lock:
             if self.broken is not None:
                 raise self.broken
-            for txn, payload, pending in requests:
-                self.pending[txn] = pending
-                self.queued.append(payload)
+            queued, pending, deadlines = self.queued, self.pending, self.deadlines
+            for txn, payload, handler in requests:
+                pending[txn] = handler
+                if handler.deadline is not None:
+                    deadlines[txn] = handler.deadline
+                queued.append(FRAME_HEADER.pack(len(payload)))
+                queued.append(payload)
             if self.flushing:
                 return
             self.flushing = True
@@ -96,7 +122,7 @@ class _Connection:
                     self.flushing = False
                     return
             try:
-                self.sock.sendall(encode_frames(batch))
+                self.sock.sendall(b"".join(batch))
             except OSError as exc:
                 with self.lock:
                     self.flushing = False
@@ -105,43 +131,61 @@ class _Connection:
 
     def _receive(self) -> None:
         decoder = FrameDecoder(self.client.max_frame_size)
+        next_check = time.monotonic() + TIMEOUT_CHECK
         try:
             while self.broken is None:
                 # The socket stays blocking (sendall must not time out); select wakes the thread to expire requests.
                 readable, _, _ = select.select([self.sock], [], [], TIMEOUT_CHECK)
-                if not readable:
+                if readable:
+                    data = self.sock.recv(RECEIVE_SIZE)
+                    if not data:
+                        raise ConnectionError("the bookie closed the connection")
+                    self._complete(decoder.feed(data))
+                if self.deadlines and time.monotonic() >= next_check:
                     self._expire()
-                    continue
-                data = self.sock.recv(RECEIVE_SIZE)
-                if not data:
-                    raise ConnectionError("the bookie closed the connection")
-                for frame in decoder.feed(data):
-                    self._complete(frame)
-                self._expire()
+                    next_check = time.monotonic() + TIMEOUT_CHECK
         except (OSError, FrameTooLargeException, DecodeError) as exc:
             self.fail(BKBookieHandleNotAvailableException(f"connection to bookie {self.client.bookie_id} lost: {exc}"))
 
-    def _complete(self, frame: bytes) -> None:
-        response = v3.Response()
-        response.ParseFromString(frame)
-        with self.lock:
-            pending = self.pending.pop(response.header.txnId, None)
-        if pending is None or pending.future.done():
-            return  # timed out earlier
+    def _complete(self, frames: list[bytes]) -> None:
+        """Answer the requests of what one read brought (the map is locked once for all of them); a frame
+        that does not parse ends the connection after the answers before it."""
+        responses = []
         try:
-            pending.future.set_result(pending.convert(response))
-        except Exception as exc:  # a response that does not fit its request: this request fails, not the connection
-            pending.future.set_exception(BKBookieHandleNotAvailableException(
-                f"{pending.what} on bookie {self.client.bookie_id}: unexpected response ({exc})"))
+            for frame in frames:
+                response = v3.Response()
+                response.ParseFromString(frame)
+                responses.append(response)
+        finally:
+            self._answer(responses)
+
+    def _answer(self, responses: list[v3.Response]) -> None:
+        with self.lock:
+            pending, deadlines = self.pending, self.deadlines
+            answered = []
+            for response in responses:
+                txn = response.header.txnId
+                handler = pending.pop(txn, None)
+                if handler is not None:  # None: timed out earlier
+                    if deadlines:
+                        deadlines.pop(txn, None)
+                    answered.append((txn, response, handler))
+        bookie_id = self.client.bookie_id
+        for txn, response, handler in answered:
+            handler.answer(txn, response, bookie_id)
 
     def _expire(self) -> None:
         now = time.monotonic()
         with self.lock:
-            late = [t for t, p in self.pending.items() if p.deadline is not None and p.deadline <= now]
-            expired = [self.pending.pop(t) for t in late]
-        for p in expired:
-            if not p.future.done():
-                p.future.set_exception(BKTimeoutException(f"{p.what} on bookie {self.client.bookie_id} timed out"))
+            late = [t for t, deadline in self.deadlines.items() if deadline <= now]
+            expired = []
+            for t in late:
+                del self.deadlines[t]
+                handler = self.pending.pop(t, None)
+                if handler is not None:
+                    expired.append(handler)
+        for handler in expired:
+            handler.fail(BKTimeoutException(f"{handler.what} on bookie {self.client.bookie_id} timed out"))
 
     def fail(self, error: Exception) -> None:
         """The connection is unusable: every request in flight fails with ``error``."""
@@ -149,14 +193,14 @@ class _Connection:
             if self.broken is None:
                 self.broken = error
             pending, self.pending = self.pending, {}
+            self.deadlines = {}
             self.queued = []
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        for p in pending.values():
-            if not p.future.done():
-                p.future.set_exception(error)
+        for handler in {id(h): h for h in pending.values()}.values():  # a batch's entries share one handler
+            handler.fail(error)
 
     def close(self) -> None:
         self.fail(BKClientClosedException(f"client of bookie {self.client.bookie_id} is closed"))
@@ -166,29 +210,47 @@ class _Connection:
 
 
 class _AddBatch:
-    """The entries of one framed batch, answered as one AddResponse when every entry is answered."""
+    """The entries of one framed batch, sent as AddRequests with consecutive txnIds from ``first_txn``,
+    answered as one AddResponse when every entry is answered (or failed as a whole by the transport)."""
+    deadline = None  # no deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream
 
-    def __init__(self, ledger: LedgerId, first: int, last: int, count: int):
+    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0):
         self.future: Future = Future()
+        self.entry_ids = entry_ids
+        self.first_txn = first_txn
+        first, last = (entry_ids[0], entry_ids[-1]) if entry_ids else (-1, -1)
         self.response = pb.AddResponse(status=status.EOK, ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
-                                       firstEntryId=first, lastEntryId=last, entryCount=count)
-        self.remaining = count
+                                       firstEntryId=first, lastEntryId=last, entryCount=len(entry_ids))
+        self.remaining = len(entry_ids)
+        self.settled = False
+        self.what = f"add of ledger {ledger} entries {first}..{last}"
         self.lock = threading.Lock()
 
-    def entry_done(self, part: Future) -> None:
-        error = part.exception()
+    def answer(self, txn: int, response: v3.Response, bookie_id: str = "") -> None:
+        """Entry ``txn - first_txn``'s answer: the add's status, else the header's (as BookKeeper's bookie
+        answers a request it cannot parse)."""
+        add = response.addResponse if response.HasField("addResponse") else None
+        code = add.status if add is not None and add.HasField("status") else response.status
         with self.lock:
             self.remaining -= 1
-            if error is None:
-                answer = part.result()
-                if answer.status != status.EOK and self.response.status == status.EOK:
-                    self.response.status = answer.status
-                    self.response.message = f"entry {answer.firstEntryId}: {status.name_of(answer.status)}"
+            if code != status.EOK and self.response.status == status.EOK:
+                self.response.status = code
+                self.response.message = f"entry {self.entry_ids[txn - self.first_txn]}: {status.name_of(code)}"
             finished = self.remaining == 0
+        if finished:
+            self._settle(None)
+
+    def fail(self, error: Exception) -> None:
+        self._settle(error)
+
+    def _settle(self, error: Exception | None) -> None:
+        with self.lock:
+            settled, self.settled = self.settled, True
+        if settled:
+            return
         if error is not None:
-            if not self.future.done():
-                self.future.set_exception(error)
-        elif finished and not self.future.done():
+            self.future.set_exception(error)
+        else:
             self.future.set_result(self.response)
 
 
@@ -214,7 +276,9 @@ class NativeBookieClient:
         self.address = address or bookie_id
         self.timeout = timeout
         self.max_frame_size = max_frame_size
-        self._txn = itertools.count(1)
+        self._next_txn = 1
+        self._txn_lock = threading.Lock()
+        self._deferred = threading.local()  # requests held back by _written_together on this thread
         self._lock = threading.Lock()
         self._connection: _Connection | None = None
         self._closed = False
@@ -238,9 +302,16 @@ class NativeBookieClient:
             self._connection = _Connection(self, sock)
             return self._connection
 
+    def _txns(self, count: int) -> int:
+        """The first of ``count`` consecutive txnIds (a batch's entries are told apart by their offset)."""
+        with self._txn_lock:
+            first = self._next_txn
+            self._next_txn += count
+        return first
+
     def _request(self, operation: int, field: str, body, convert, what: str, timeout: float | None,
-                 priority: int = 0) -> tuple[int, bytes, _Pending]:
-        txn = next(self._txn)
+                 priority: int = 0) -> tuple[int, bytes, _Call]:
+        txn = self._txns(1)
         request = v3.Request()
         request.header.version = v3.VERSION_THREE
         request.header.operation = operation
@@ -249,10 +320,14 @@ class NativeBookieClient:
             request.header.priority = priority
         getattr(request, field).CopyFrom(body)
         deadline = None if timeout is None else time.monotonic() + timeout
-        return txn, request.SerializeToString(), _Pending(Future(), convert, deadline, what)
+        return txn, request.SerializeToString(), _Call(convert, deadline, what)
 
-    def _submit(self, requests: list[tuple[int, bytes, _Pending]]) -> None:
+    def _submit(self, requests: list[tuple[int, bytes, _Call | _AddBatch]]) -> None:
         """Send on the connection, reconnecting once if it broke since it was last used."""
+        held = getattr(self._deferred, "requests", None)
+        if held is not None:
+            held.extend(requests)
+            return
         for attempt in (1, 2):
             connection = self._connect()
             try:
@@ -261,6 +336,17 @@ class NativeBookieClient:
             except BKBookieHandleNotAvailableException:
                 if attempt == 2:
                     raise
+
+    @contextlib.contextmanager
+    def _written_together(self) -> Iterator[None]:
+        """Requests this thread submits inside go out in one write at the end (Netty's write, then flush)."""
+        self._deferred.requests = held = []
+        try:
+            yield
+        finally:
+            self._deferred.requests = None
+        if held:
+            self._submit(held)
 
     def _call_async(self, operation: int, field: str, body, convert, what: str, timeout: float | None = None,
                     priority: int = 0) -> Future:
@@ -274,23 +360,27 @@ class NativeBookieClient:
         lid = native_ledger_id(self.bookie_id, ledger)
         bodies = list(entry_format.iter_frames(entries))
         ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
-        batch = _AddBatch(ledger, ids[0] if ids else -1, ids[-1] if ids else -1, len(ids))
+        first_txn = self._txns(len(ids))
+        batch = _AddBatch(ledger, ids, first_txn)
         if not bodies:
             batch.future.set_result(batch.response)
             return batch.future
-        flag = v3.AddRequest.RECOVERY_ADD if recovery else None
-        priority = DEFAULT_HIGH_PRIORITY_VALUE if recovery else 0
+        # One Request for all the entries: only the txnId, the entry id and the body change.
+        request = v3.Request()
+        header, add = request.header, request.addRequest
+        header.version = v3.VERSION_THREE
+        header.operation = v3.ADD_ENTRY
+        if recovery:
+            header.priority = DEFAULT_HIGH_PRIORITY_VALUE
+            add.flag = v3.AddRequest.RECOVERY_ADD
+        add.ledgerId = lid
+        add.masterKey = master_key
         requests = []
-        for entry_id, body in zip(ids, bodies):
-            add = v3.AddRequest(ledgerId=lid, entryId=entry_id, masterKey=master_key, body=bytes(body))
-            if flag is not None:
-                add.flag = flag
-            # No deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream.
-            request = self._request(v3.ADD_ENTRY, "addRequest", add,
-                                    _converter("addResponse", pb.AddResponse, (), firstEntryId=entry_id),
-                                    f"add of ledger {ledger} entry {entry_id}", None, priority)
-            request[2].future.add_done_callback(batch.entry_done)
-            requests.append(request)
+        for txn, entry_id, body in zip(itertools.count(first_txn), ids, bodies):
+            header.txnId = txn
+            add.entryId = entry_id
+            add.body = bytes(body)
+            requests.append((txn, request.SerializeToString(), batch))
         self._submit(requests)
         return batch.future
 
@@ -336,8 +426,10 @@ class NativeBookieClient:
                                         lastEntryIdCovered=covered, maxLAC=max_lac, message=text)
         try:
             while True:
-                for entry_id in itertools.islice(todo, READ_WINDOW - len(window)):
-                    window.append((entry_id, self.read_entry_async(ledger, entry_id)))
+                if len(window) <= READ_WINDOW // 2:  # refill by half a window at a time, in one write
+                    with self._written_together():
+                        for entry_id in itertools.islice(todo, READ_WINDOW - len(window)):
+                            window.append((entry_id, self.read_entry_async(ledger, entry_id)))
                 if not window:
                     break
                 entry_id, future = window.popleft()

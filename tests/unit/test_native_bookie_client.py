@@ -10,7 +10,9 @@ from bookie.client.native_bookie_client import NativeBookieClient, _AddBatch
 from bookie.exceptions import BKBookieHandleNotAvailableException, BKIncorrectParameterException
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import entry_format, status
+from bookie.proto.checksum import DigestManager
 
 LEDGER = LedgerId.of(7, 0)
 
@@ -58,22 +60,54 @@ def test_range_read_stops_at_an_error_after_what_it_read():
     assert messages[-1].status == status.EIO and "entry 3" in messages[-1].message
 
 
+def add_answer(code: int, entry_id: int) -> v3.Response:
+    response = v3.Response(status=v3.EOK)
+    response.addResponse.status, response.addResponse.entryId = code, entry_id
+    return response
+
+
 def test_add_batch_answers_once_every_entry_is_answered():
-    batch = _AddBatch(LEDGER, 10, 12, 3)
-    batch.entry_done(done(pb.AddResponse(status=status.EOK, firstEntryId=10)))
-    batch.entry_done(done(pb.AddResponse(status=status.EFENCED, firstEntryId=11)))
+    batch = _AddBatch(LEDGER, [10, 11, 12], first_txn=100)
+    batch.answer(100, add_answer(status.EOK, 10))
+    batch.answer(101, add_answer(status.EFENCED, 11))
     assert not batch.future.done()
-    batch.entry_done(done(pb.AddResponse(status=status.EOK, firstEntryId=12)))
+    batch.answer(102, add_answer(status.EOK, 12))
     response = batch.future.result()
     assert (response.status, response.firstEntryId, response.lastEntryId, response.entryCount) == (status.EFENCED, 10, 12, 3)
     assert "entry 11" in response.message
 
 
+def test_add_batch_takes_the_header_status_when_the_add_part_is_missing():
+    batch = _AddBatch(LEDGER, [4], first_txn=9)
+    batch.answer(9, v3.Response(status=v3.EBADREQ))
+    assert batch.future.result().status == status.EBADREQ
+
+
 def test_add_batch_fails_with_the_transport_error():
-    batch = _AddBatch(LEDGER, 0, 1, 2)
-    batch.entry_done(done(error=BKBookieHandleNotAvailableException("lost")))
+    batch = _AddBatch(LEDGER, [0, 1], first_txn=1)
+    batch.fail(BKBookieHandleNotAvailableException("lost"))
+    batch.answer(1, add_answer(status.EOK, 0))
     with pytest.raises(BKBookieHandleNotAvailableException):
         batch.future.result()
+
+
+def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids():
+    client = NativeBookieClient("127.0.0.1:1")
+    sent = []
+    client._submit = sent.extend
+    digest = DigestManager(LEDGER, b"")
+    blob, _ = digest.build_framed(5, 4, 0, [b"a", b"bb"])
+    future = client.add(LEDGER, b"key", blob, recovery=True)
+    requests = [v3.Request.FromString(payload) for _, payload, _ in sent]
+    assert [r.header.txnId for r in requests] == [t for t, _, _ in sent] == [sent[0][0], sent[0][0] + 1]
+    assert [(r.header.operation, r.header.priority) for r in requests] == [(v3.ADD_ENTRY, 100)] * 2
+    bodies = [bytes(b) for b in entry_format.iter_frames(blob)]
+    assert [(r.addRequest.ledgerId, r.addRequest.entryId, r.addRequest.masterKey, r.addRequest.body, r.addRequest.flag)
+            for r in requests] == [(7, 5, b"key", bodies[0], v3.AddRequest.RECOVERY_ADD),
+                                   (7, 6, b"key", bodies[1], v3.AddRequest.RECOVERY_ADD)]
+    for txn, _, handler in sent:
+        handler.answer(txn, add_answer(status.EOK, 0))
+    assert future.result().entryCount == 2
 
 
 def test_scoped_ledgers_are_refused():
