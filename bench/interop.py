@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -75,6 +76,13 @@ def this_client(uri: str, args) -> Figures:
     return Figures(window.rate, batched.rate, single.percentile(50), entries / read_s)
 
 
+def bookkeeper_version(home: pathlib.Path) -> str:
+    """The version in the name of the install's BookKeeper jar (lib/bookkeeper-<version>[-offline].jar)."""
+    for jar in sorted(home.glob("lib/bookkeeper-*.jar")):
+        return jar.name.removeprefix("bookkeeper-").removesuffix(".jar").removesuffix("-offline")
+    return "version unknown"
+
+
 def serves_native(cluster: LocalBookKeeper) -> bool:
     """Whether every one of this project's bookies registered BookKeeper's native endpoint."""
     with ZKMetadataStore(cluster.metadata_service_uri) as store:
@@ -85,7 +93,8 @@ def serves_native(cluster: LocalBookKeeper) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per pipelined phase")
-    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per contender")
+    parser.add_argument("--warmup", type=float, default=2.0,
+                        help="seconds of warm-up per contender (bin/bench's default: the JVM compiles its hot paths)")
     parser.add_argument("--window", type=int, default=1000, help="adds in flight (bin/bench's default)")
     parser.add_argument("--single", type=int, default=300, help="one-at-a-time appends")
     parser.add_argument("--only", choices=("a", "b", "c", "d"), action="append",
@@ -97,6 +106,7 @@ def main() -> None:
         return
     base = tempfile.mkdtemp(prefix="bk-bench-interop-", dir=os.environ.get("BENCH_DIR"))
     try:
+        print(f"real BookKeeper: {bookkeeper_version(home)} at {home}")
         report(run(args, base, set(args.only or "abcd")), args)
     finally:
         shutil.rmtree(base, ignore_errors=True)
