@@ -6,9 +6,6 @@ ZooKeeper for the module; skipped with how to get one where no BookKeeper instal
 """
 from __future__ import annotations
 
-import hashlib
-import struct
-
 import pytest
 
 from bookie.client import BookKeeper
@@ -16,6 +13,7 @@ from bookie.exceptions import BKNotEnoughBookiesException
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk, payload
 from bookie.util.processes import stop_process
+from tests.helpers.java_tools import summary_of
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
@@ -35,15 +33,6 @@ def bk(java_cluster):
     client = BookKeeper(java_cluster.metadata_service_uri, {"readTimeout": 5.0, "addEntryTimeout": 5.0})
     yield client
     client.close()
-
-
-def summary_of(entries: list[bytes]) -> str:
-    """realbk's ``read --format summary`` sha256: each entry's 4-byte big-endian length, then its bytes."""
-    digest = hashlib.sha256()
-    for e in entries:
-        digest.update(struct.pack(">i", len(e)))
-        digest.update(e)
-    return digest.hexdigest()
 
 
 def java_summary(cluster: RealBookKeeper, ledger: int) -> dict[str, str]:

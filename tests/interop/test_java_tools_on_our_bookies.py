@@ -7,13 +7,12 @@ what this project's client wrote over gRPC.
 """
 from __future__ import annotations
 
-import hashlib
 import re
-import struct
 
 import pytest
 
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk, payload
+from tests.helpers.java_tools import summary_of
 
 pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
 PASSWORD = b"pw"
@@ -28,14 +27,6 @@ def our_cluster(bk_cluster, zookeeper, tmp_path):
     return c, bk, tools
 
 
-def summary_sha256(entries: list[bytes]) -> str:
-    """``client read --format summary``'s hash: each entry's 4-byte big-endian length, then its bytes."""
-    digest = hashlib.sha256()
-    for e in entries:
-        digest.update(struct.pack(">I", len(e)) + e)
-    return digest.hexdigest()
-
-
 def test_the_java_client_writes_recovers_verifies_and_reads_on_our_bookies(our_cluster):
     c, bk, tools = our_cluster
     ledger = tools.client("write", "200", "--ensemble", "3", "--write-quorum", "2", "--ack-quorum", "2",
@@ -46,7 +37,7 @@ def test_the_java_client_writes_recovers_verifies_and_reads_on_our_bookies(our_c
     summary = tools.client("read", ledger, "--format", "summary").stdout
     expected = [payload(i, 100) for i in range(200)]
     assert "entries=200 lac=199" in summary and "closed=true" in summary
-    assert f"sha256={summary_sha256(expected)}" in summary
+    assert f"sha256={summary_of(expected)}" in summary
     # This project's client reads the Java-written ledger over gRPC.
     reader = bk.open_ledger(int(ledger), password=b"")
     assert [e.payload for e in reader.read(0, 199)] == expected
