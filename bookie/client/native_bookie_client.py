@@ -223,7 +223,6 @@ class _AddBatch:
                                        firstEntryId=first, lastEntryId=last, entryCount=len(entry_ids))
         self.remaining = len(entry_ids)
         self.settled = False
-        self.what = f"add of ledger {ledger} entries {first}..{last}"
         self.lock = threading.Lock()
 
     def answer(self, txn: int, response: v3.Response, bookie_id: str = "") -> None:
@@ -309,18 +308,17 @@ class NativeBookieClient:
             self._next_txn += count
         return first
 
-    def _request(self, operation: int, field: str, body, convert, what: str, timeout: float | None,
-                 priority: int = 0) -> tuple[int, bytes, _Call]:
+    def _new_request(self, operation: int, priority: int = 0) -> tuple[int, v3.Request]:
+        """A Request with its header filled in; the caller fills in the operation's part."""
         txn = self._txns(1)
         request = v3.Request()
-        request.header.version = v3.VERSION_THREE
-        request.header.operation = operation
-        request.header.txnId = txn
+        header = request.header
+        header.version = v3.VERSION_THREE
+        header.operation = operation
+        header.txnId = txn
         if priority:
-            request.header.priority = priority
-        getattr(request, field).CopyFrom(body)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return txn, request.SerializeToString(), _Call(convert, deadline, what)
+            header.priority = priority
+        return txn, request
 
     def _submit(self, requests: list[tuple[int, bytes, _Call | _AddBatch]]) -> None:
         """Send on the connection, reconnecting once if it broke since it was last used."""
@@ -348,11 +346,15 @@ class NativeBookieClient:
         if held:
             self._submit(held)
 
-    def _call_async(self, operation: int, field: str, body, convert, what: str, timeout: float | None = None,
-                    priority: int = 0) -> Future:
-        request = self._request(operation, field, body, convert, what, timeout or self.timeout, priority)
-        self._submit([request])
-        return request[2].future
+    def _send_call(self, txn: int, request: v3.Request, convert, what: str, timeout: float) -> Future:
+        call = _Call(convert, time.monotonic() + timeout, what)
+        self._submit([(txn, request.SerializeToString(), call)])
+        return call.future
+
+    def _call_async(self, operation: int, field: str, body, convert, what: str) -> Future:
+        txn, request = self._new_request(operation)
+        getattr(request, field).CopyFrom(body)
+        return self._send_call(txn, request, convert, what, self.timeout)
 
     # -- adds ----------------------------------------------------------------------------------------
     def add(self, ledger: LedgerId, master_key: bytes, entries: bytes, recovery: bool = False) -> Future:
@@ -389,7 +391,10 @@ class NativeBookieClient:
                          previous_lac: int | None = None, timeout_ms: int = 0, piggyback: bool = False,
                          timeout: float | None = None) -> Future:
         lid = native_ledger_id(self.bookie_id, ledger)
-        read = v3.ReadRequest(ledgerId=lid, entryId=entry_id)
+        txn, request = self._new_request(v3.READ_ENTRY, DEFAULT_HIGH_PRIORITY_VALUE if fence else 0)
+        read = request.readRequest  # filled in place: no message of its own to copy in
+        read.ledgerId = lid
+        read.entryId = entry_id
         if fence:
             read.flag = v3.ReadRequest.FENCE_LEDGER
         elif piggyback:
@@ -403,8 +408,7 @@ class NativeBookieClient:
 
         convert = _converter("readResponse", pb.ReadResponse, ("entryId", "body", "maxLAC", "lacUpdateTimestamp"),
                              ledgerId=lid, entryId=entry_id)
-        return self._call_async(v3.READ_ENTRY, "readRequest", read, convert, f"read of ledger {ledger} entry {entry_id}",
-                                wait, DEFAULT_HIGH_PRIORITY_VALUE if fence else 0)
+        return self._send_call(txn, request, convert, f"read of ledger {ledger} entry {entry_id}", wait)
 
     def read_entry(self, ledger: LedgerId, entry_id: int, **kwargs) -> pb.ReadResponse:
         return self.read_entry_async(ledger, entry_id, **kwargs).result()

@@ -113,3 +113,20 @@ def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids():
 def test_scoped_ledgers_are_refused():
     with pytest.raises(BKIncorrectParameterException, match="gRPC path"):
         NativeBookieClient("127.0.0.1:1").read_entry_async(LedgerId.of(1, 5), 0)
+
+
+def test_read_request_as_sent_and_its_answer():
+    client = NativeBookieClient("127.0.0.1:1")
+    sent = []
+    client._submit = sent.extend
+    future = client.read_entry_async(LEDGER, 3, fence=True, master_key=b"key")
+    (txn, payload, call), = sent
+    request = v3.Request.FromString(payload)
+    assert (request.header.txnId, request.header.operation, request.header.priority) == (txn, v3.READ_ENTRY, 100)
+    assert (request.readRequest.ledgerId, request.readRequest.entryId, request.readRequest.flag,
+            request.readRequest.masterKey) == (7, 3, v3.ReadRequest.FENCE_LEDGER, b"key")
+    answer = v3.Response(status=v3.EOK)
+    answer.readResponse.status, answer.readResponse.body, answer.readResponse.maxLAC = v3.EOK, b"x", 2
+    call.answer(txn, answer, client.bookie_id)
+    response = future.result()
+    assert (response.status, response.ledgerId, response.entryId, response.body, response.maxLAC) == (status.EOK, 7, 3, b"x", 2)
