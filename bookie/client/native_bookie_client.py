@@ -348,7 +348,12 @@ class NativeBookieClient:
 
     def _send_call(self, txn: int, request: v3.Request, convert, what: str, timeout: float) -> Future:
         call = _Call(convert, time.monotonic() + timeout, what)
-        self._submit([(txn, request.SerializeToString(), call)])
+        try:
+            self._submit([(txn, request.SerializeToString(), call)])
+        except BKBookieHandleNotAvailableException as exc:
+            # An unreachable bookie fails the call's future, as gRPC's unary calls do: a reader asking
+            # a whole ensemble (fence, LAC) counts it as one bookie that did not answer.
+            call.future.set_exception(exc)
         return call.future
 
     def _call_async(self, operation: int, field: str, body, convert, what: str) -> Future:
