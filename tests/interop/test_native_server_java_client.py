@@ -3,8 +3,8 @@
 
 Three storage engines run in this process, each served by a BookieNettyServer on a free 127.0.0.1
 port and registered in ZooKeeper under that address with a ``bookie-rpc`` endpoint, as Java bookies
-register. `bk bookie` does not start the native server yet; issue 11 test 5 (the Java client and
-BookieShell against bookie processes) comes with that switch.
+register; this checks the server alone, over v3 and v2. The Java tools against `bk bookie` processes
+are in test_java_tools_on_our_bookies.py.
 """
 from __future__ import annotations
 
