@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 class PeriodicThread:
     def __init__(self, name: str, interval: float, task: Callable[[], None] | None = None):
+        if task is None and type(self).run_once is PeriodicThread.run_once:
+            raise TypeError(f"{type(self).__name__}: give a task or override run_once")
         self.name = name
         self.interval = interval  # seconds between rounds
         self._task = task
@@ -25,8 +27,6 @@ class PeriodicThread:
 
     def run_once(self) -> None:
         """One round of the work."""
-        if self._task is None:
-            raise NotImplementedError(f"{type(self).__name__} has neither run_once nor a task")
         self._task()
 
     def start(self) -> None:
