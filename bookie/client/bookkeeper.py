@@ -21,11 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
-from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.conf import ClientConfiguration
 from bookie.client.ensemble_placement import new_ensemble
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_handle_adv import LedgerHandleAdv
+from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
 from bookie.exceptions import (BKClientClosedException, BKDigestMatchException, BKIncorrectParameterException,
                                BKLedgerExistException, BKNotEnoughBookiesException, BKUnauthorizedAccessException,
