@@ -116,9 +116,12 @@ class RealBookKeeper:
         self.bookies = [JavaBookie(self.home, self.metadata_service_uri, os.path.join(base_dir, f"bookie{i}"),
                                    free_port(), self.env) for i in range(num_bookies)]
 
-    def start(self) -> "RealBookKeeper":
+    def start(self, init_cluster: bool = True) -> "RealBookKeeper":
+        """Initialise the root (BookieShell initnewcluster) unless ``init_cluster`` is false: Java bookies
+        then join a root someone else laid out (e.g. LocalBookKeeper's, for a mixed cluster)."""
         try:
-            self.shell("initnewcluster")
+            if init_cluster:
+                self.shell("initnewcluster")
             for bookie in self.bookies:
                 bookie.start()
         except BaseException:
