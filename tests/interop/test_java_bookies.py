@@ -13,8 +13,7 @@ from bookie.exceptions import BKNotEnoughBookiesException
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk, payload
 from bookie.util.processes import stop_process
-from tests.helpers.java_tools import summary_of
-from tests.helpers.waiting import wait_for
+from tests.helpers.java_tools import ledger_being_written, summary_of
 
 pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
 
@@ -58,12 +57,7 @@ def test_java_client_ledgers_read_byte_identical_fenced_and_across_fragments(jav
                                 "--entry-size", str(ENTRY_SIZE))
     victim = None
     try:
-        new: list = []
-        wait_for(lambda: new.extend(lid.ledger_id for lid in bk.list_ledgers() if lid not in known) or new,
-                 what="the Java writer's ledger")
-        ledger = new[0]
-        wait_for(lambda: bk.open_ledger(ledger, recovery=False).last_add_confirmed >= 1000,
-                 what="1000 entries acknowledged")
+        ledger = ledger_being_written(bk, known, 1000)
         first_ensemble = bk.ledger_metadata(ledger).fragments()[0][2]
         victim = next(b for b in java_cluster.bookies if b.bookie_id == first_ensemble[0])
         victim.kill()
