@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from bookie.proto import entry_format
-from bookie.server import journal
+from bookie.server import journal_scanner
 from bookie.server.entry_logger import EntryLogCorruptedException, log_path, scan_entry_log
 from bookie.server.last_log_mark import read_last_mark
 
@@ -57,11 +57,11 @@ def run_readjournal(args, conf) -> int:
     print(f"Scan journal {log_id:x}.txn in {journal_dir}")
 
     def show(group: memoryview) -> None:
-        for record in journal.iter_records(group):
+        for record in journal_scanner.iter_records(group):
             print(_describe(record) + (f"  Data: {bytes(record)!r}" if args.msg else ""))
 
     # Past a corrupt group too, so an operator sees what replay would refuse and what follows it.
-    result = journal.scan_journal(journal_dir, log_id, 0, show, skip_invalid=True)
+    result = journal_scanner.scan_journal(journal_dir, log_id, 0, show, skip_invalid=True)
     for corruption in result.skipped:
         print(f"CORRUPT: {corruption}")
     print(f"{result.records} records in {result.groups} groups; end at offset {result.end.offset}")

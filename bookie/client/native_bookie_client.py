@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import select
 import socket
 import threading
 import time
@@ -31,15 +30,14 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable, Iterator
 
-from google.protobuf.message import DecodeError
-
+from bookie.client.native_connection import ChannelConnection, PendingAddBatch, PendingCall
 from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
-                               BKIncorrectParameterException, BKTimeoutException)
+                               BKIncorrectParameterException)
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import entry_format, status
-from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER, FrameDecoder, FrameTooLargeException
+from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +45,6 @@ CONNECT_TIMEOUT = 2.0  # seconds; as BookieClient: a writer should move on to an
 DEFAULT_HIGH_PRIORITY_VALUE = 100  # PerChannelBookieClient: recovery adds and fencing reads
 READ_WINDOW = 512  # single-entry reads a range read keeps in flight
 DEFAULT_RANGE_BYTES = 4 << 20  # bytes of entries per ReadRangeResponse when the caller names none
-RECEIVE_SIZE = 1 << 20
-TIMEOUT_CHECK = 0.2  # seconds: how often the reader thread looks for requests past their deadline
 
 
 def native_ledger_id(bookie_id: str, ledger: LedgerId) -> int:
@@ -57,200 +53,6 @@ def native_ledger_id(bookie_id: str, ledger: LedgerId) -> int:
             f"ledger {ledger} has scope {ledger.scope_id}: ledgers of a non-zero scope (128-bit ids) exist only on "
             f"the gRPC path, and bookie {bookie_id} speaks only BookKeeper's native protocol (64-bit ledger ids)")
     return ledger.ledger_id
-
-
-class _Call:
-    """A request answered by a Future: its conversion to the gRPC shape, its deadline."""
-    __slots__ = ("future", "convert", "deadline", "what")
-
-    def __init__(self, convert: Callable[[v3.Response], object], deadline: float | None, what: str):
-        self.future: Future = Future()
-        self.convert, self.deadline, self.what = convert, deadline, what
-
-    def answer(self, txn: int, response: v3.Response, bookie_id: str) -> None:
-        # Only the thread that took the request out of the in-flight map completes it; the caller may
-        # have cancelled it (an abandoned range read) and then nobody waits.
-        if not self.future.set_running_or_notify_cancel():
-            return
-        try:
-            result = self.convert(response)
-        except Exception as exc:  # a response that does not fit its request: this request fails, not the connection
-            self.future.set_exception(BKBookieHandleNotAvailableException(
-                f"{self.what} on bookie {bookie_id}: unexpected response ({exc})"))
-        else:
-            self.future.set_result(result)
-
-    def fail(self, error: Exception) -> None:
-        if self.future.set_running_or_notify_cancel():
-            self.future.set_exception(error)
-
-
-class _Connection:
-    """One socket: the write queue, the in-flight requests by txnId, the reader thread."""
-
-    def __init__(self, client: "NativeBookieClient", sock: socket.socket):
-        self.client = client
-        self.sock = sock
-        self.lock = threading.Lock()
-        self.pending: dict[int, _Call | _AddBatch] = {}
-        self.deadlines: dict[int, float] = {}  # txn -> deadline, of the requests that have one (not adds)
-        self.queued: list[bytes] = []  # frame headers and payloads, joined by the flush
-        self.flushing = False
-        self.broken: Exception | None = None
-        self.thread = threading.Thread(target=self._receive, name=f"bookie-rpc-{client.bookie_id}", daemon=True)
-        self.thread.start()
-
-    def send(self, requests: list[tuple[int, bytes, _Call | _AddBatch]]) -> None:
-        """Register and queue serialized requests; flush unless another thread is flushing."""
-        with self.lock:
-            if self.broken is not None:
-                raise self.broken
-            queued, pending, deadlines = self.queued, self.pending, self.deadlines
-            for txn, payload, handler in requests:
-                pending[txn] = handler
-                if handler.deadline is not None:
-                    deadlines[txn] = handler.deadline
-                queued.append(FRAME_HEADER.pack(len(payload)))
-                queued.append(payload)
-            if self.flushing:
-                return
-            self.flushing = True
-        while True:
-            with self.lock:
-                batch, self.queued = self.queued, []
-                if not batch or self.broken is not None:
-                    self.flushing = False
-                    return
-            try:
-                self.sock.sendall(b"".join(batch))
-            except OSError as exc:
-                with self.lock:
-                    self.flushing = False
-                self.fail(BKBookieHandleNotAvailableException(f"write to bookie {self.client.bookie_id} failed: {exc}"))
-                return
-
-    def _receive(self) -> None:
-        decoder = FrameDecoder(self.client.max_frame_size)
-        next_check = time.monotonic() + TIMEOUT_CHECK
-        try:
-            while self.broken is None:
-                # The socket stays blocking (sendall must not time out); select wakes the thread to expire requests.
-                readable, _, _ = select.select([self.sock], [], [], TIMEOUT_CHECK)
-                if readable:
-                    data = self.sock.recv(RECEIVE_SIZE)
-                    if not data:
-                        raise ConnectionError("the bookie closed the connection")
-                    self._complete(decoder.feed(data))
-                if self.deadlines and time.monotonic() >= next_check:
-                    self._expire()
-                    next_check = time.monotonic() + TIMEOUT_CHECK
-        except (OSError, FrameTooLargeException, DecodeError) as exc:
-            self.fail(BKBookieHandleNotAvailableException(f"connection to bookie {self.client.bookie_id} lost: {exc}"))
-
-    def _complete(self, frames: list[bytes]) -> None:
-        """Answer the requests of what one read brought (the map is locked once for all of them); a frame
-        that does not parse ends the connection after the answers before it."""
-        responses = []
-        try:
-            for frame in frames:
-                response = v3.Response()
-                response.ParseFromString(frame)
-                responses.append(response)
-        finally:
-            self._answer(responses)
-
-    def _answer(self, responses: list[v3.Response]) -> None:
-        with self.lock:
-            pending, deadlines = self.pending, self.deadlines
-            answered = []
-            for response in responses:
-                txn = response.header.txnId
-                handler = pending.pop(txn, None)
-                if handler is not None:  # None: timed out earlier
-                    if deadlines:
-                        deadlines.pop(txn, None)
-                    answered.append((txn, response, handler))
-        bookie_id = self.client.bookie_id
-        for txn, response, handler in answered:
-            handler.answer(txn, response, bookie_id)
-
-    def _expire(self) -> None:
-        now = time.monotonic()
-        with self.lock:
-            late = [t for t, deadline in self.deadlines.items() if deadline <= now]
-            expired = []
-            for t in late:
-                del self.deadlines[t]
-                handler = self.pending.pop(t, None)
-                if handler is not None:
-                    expired.append(handler)
-        for handler in expired:
-            handler.fail(BKTimeoutException(f"{handler.what} on bookie {self.client.bookie_id} timed out"))
-
-    def fail(self, error: Exception) -> None:
-        """The connection is unusable: every request in flight fails with ``error``."""
-        with self.lock:
-            if self.broken is None:
-                self.broken = error
-            pending, self.pending = self.pending, {}
-            self.deadlines = {}
-            self.queued = []
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        for handler in {id(h): h for h in pending.values()}.values():  # a batch's entries share one handler
-            handler.fail(error)
-
-    def close(self) -> None:
-        self.fail(BKClientClosedException(f"client of bookie {self.client.bookie_id} is closed"))
-        if self.thread is not threading.current_thread():
-            self.thread.join(timeout=5)
-        self.sock.close()
-
-
-class _AddBatch:
-    """The entries of one framed batch, sent as AddRequests with consecutive txnIds from ``first_txn``,
-    answered as one AddResponse when every entry is answered (or failed as a whole by the transport)."""
-    deadline = None  # no deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream
-
-    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0):
-        self.future: Future = Future()
-        self.entry_ids = entry_ids
-        self.first_txn = first_txn
-        first, last = (entry_ids[0], entry_ids[-1]) if entry_ids else (-1, -1)
-        self.response = pb.AddResponse(status=status.EOK, ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
-                                       firstEntryId=first, lastEntryId=last, entryCount=len(entry_ids))
-        self.remaining = len(entry_ids)
-        self.settled = False
-        self.lock = threading.Lock()
-
-    def answer(self, txn: int, response: v3.Response, bookie_id: str = "") -> None:
-        """Entry ``txn - first_txn``'s answer: the add's status, else the header's (as BookKeeper's bookie
-        answers a request it cannot parse)."""
-        add = response.addResponse if response.HasField("addResponse") else None
-        code = add.status if add is not None and add.HasField("status") else response.status
-        with self.lock:
-            self.remaining -= 1
-            if code != status.EOK and self.response.status == status.EOK:
-                self.response.status = code
-                self.response.message = f"entry {self.entry_ids[txn - self.first_txn]}: {status.name_of(code)}"
-            finished = self.remaining == 0
-        if finished:
-            self._settle(None)
-
-    def fail(self, error: Exception) -> None:
-        self._settle(error)
-
-    def _settle(self, error: Exception | None) -> None:
-        with self.lock:
-            settled, self.settled = self.settled, True
-        if settled:
-            return
-        if error is not None:
-            self.future.set_exception(error)
-        else:
-            self.future.set_result(self.response)
 
 
 def _converter(field: str, out_type, copied: tuple[str, ...], **fixed) -> Callable[[v3.Response], object]:
@@ -279,11 +81,11 @@ class NativeBookieClient:
         self._txn_lock = threading.Lock()
         self._deferred = threading.local()  # requests held back by _written_together on this thread
         self._lock = threading.Lock()
-        self._connection: _Connection | None = None
+        self._connection: ChannelConnection | None = None
         self._closed = False
 
     # -- connection ----------------------------------------------------------------------------------
-    def _connect(self) -> _Connection:
+    def _connect(self) -> ChannelConnection:
         with self._lock:
             if self._closed:
                 raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
@@ -298,7 +100,7 @@ class NativeBookieClient:
                     f"bookie {self.bookie_id} is not reachable at {self.address} ({exc})") from None
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(None)
-            self._connection = _Connection(self, sock)
+            self._connection = ChannelConnection(self.bookie_id, self.max_frame_size, sock)
             return self._connection
 
     def _txns(self, count: int) -> int:
@@ -320,7 +122,7 @@ class NativeBookieClient:
             header.priority = priority
         return txn, request
 
-    def _submit(self, requests: list[tuple[int, bytes, _Call | _AddBatch]]) -> None:
+    def _submit(self, requests: list[tuple[int, bytes, PendingCall | PendingAddBatch]]) -> None:
         """Send on the connection, reconnecting once if it broke since it was last used."""
         held = getattr(self._deferred, "requests", None)
         if held is not None:
@@ -347,7 +149,7 @@ class NativeBookieClient:
             self._submit(held)
 
     def _send_call(self, txn: int, request: v3.Request, convert, what: str, timeout: float) -> Future:
-        call = _Call(convert, time.monotonic() + timeout, what)
+        call = PendingCall(convert, time.monotonic() + timeout, what)
         try:
             self._submit([(txn, request.SerializeToString(), call)])
         except BKBookieHandleNotAvailableException as exc:
@@ -368,7 +170,7 @@ class NativeBookieClient:
         bodies = list(entry_format.iter_frames(entries))
         ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
         first_txn = self._txns(len(ids))
-        batch = _AddBatch(ledger, ids, first_txn)
+        batch = PendingAddBatch(ledger, ids, first_txn)
         if not bodies:
             batch.future.set_result(batch.response)
             return batch.future

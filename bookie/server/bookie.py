@@ -25,7 +25,8 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.server.cookie import Cookie, check_cookies
 from bookie.server.index import MAX_ENTRY_ID
-from bookie.server.journal import Journal, ScanResult, journal_path, list_journal_ids, scan_journal
+from bookie.server.journal import Journal, journal_path, list_journal_ids
+from bookie.server.journal_scanner import ScanResult, scan_journal
 from bookie.server.last_log_mark import read_last_mark
 from bookie.server.ledger_dirs_monitor import LedgerDirsMonitor
 from bookie.server.ledger_storage import InterleavedLedgerStorage, check_explicit_lac, check_master_key

@@ -6,7 +6,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from bookie.client.native_bookie_client import NativeBookieClient, _AddBatch
+from bookie.client.native_bookie_client import NativeBookieClient
+from bookie.client.native_connection import PendingAddBatch
 from bookie.exceptions import BKBookieHandleNotAvailableException, BKIncorrectParameterException
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
@@ -67,7 +68,7 @@ def add_answer(code: int, entry_id: int) -> v3.Response:
 
 
 def test_add_batch_answers_once_every_entry_is_answered():
-    batch = _AddBatch(LEDGER, [10, 11, 12], first_txn=100)
+    batch = PendingAddBatch(LEDGER, [10, 11, 12], first_txn=100)
     batch.answer(100, add_answer(status.EOK, 10))
     batch.answer(101, add_answer(status.EFENCED, 11))
     assert not batch.future.done()
@@ -78,13 +79,13 @@ def test_add_batch_answers_once_every_entry_is_answered():
 
 
 def test_add_batch_takes_the_header_status_when_the_add_part_is_missing():
-    batch = _AddBatch(LEDGER, [4], first_txn=9)
+    batch = PendingAddBatch(LEDGER, [4], first_txn=9)
     batch.answer(9, v3.Response(status=v3.EBADREQ))
     assert batch.future.result().status == status.EBADREQ
 
 
 def test_add_batch_fails_with_the_transport_error():
-    batch = _AddBatch(LEDGER, [0, 1], first_txn=1)
+    batch = PendingAddBatch(LEDGER, [0, 1], first_txn=1)
     batch.fail(BKBookieHandleNotAvailableException("lost"))
     batch.answer(1, add_answer(status.EOK, 0))
     with pytest.raises(BKBookieHandleNotAvailableException):

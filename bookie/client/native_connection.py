@@ -1,0 +1,223 @@
+"""The connection under a NativeBookieClient (BookKeeper's PerChannelBookieClient channel): one socket,
+the write queue flushed with one ``sendall`` per turn, the requests in flight by txnId, and the reader
+thread that answers them (``PendingCall``: one request and its Future; ``PendingAddBatch``: the
+per-entry AddRequests of one framed batch, answered together) and expires those past their deadline.
+"""
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+from google.protobuf.message import DecodeError
+
+from bookie.exceptions import BKBookieHandleNotAvailableException, BKClientClosedException, BKTimeoutException
+from bookie.ledger_id import LedgerId
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import bookkeeper_protocol_pb2 as v3
+from bookie.proto import status
+from bookie.proto.native_frames import FRAME_HEADER, FrameDecoder, FrameTooLargeException
+
+log = logging.getLogger(__name__)
+
+RECEIVE_SIZE = 1 << 20
+TIMEOUT_CHECK = 0.2  # seconds: how often the reader thread looks for requests past their deadline
+
+
+class PendingCall:
+    """A request answered by a Future: its conversion to the gRPC shape, its deadline."""
+    __slots__ = ("future", "convert", "deadline", "what")
+
+    def __init__(self, convert: Callable[[v3.Response], object], deadline: float | None, what: str):
+        self.future: Future = Future()
+        self.convert, self.deadline, self.what = convert, deadline, what
+
+    def answer(self, txn: int, response: v3.Response, bookie_id: str) -> None:
+        # Only the thread that took the request out of the in-flight map completes it; the caller may
+        # have cancelled it (an abandoned range read) and then nobody waits.
+        if not self.future.set_running_or_notify_cancel():
+            return
+        try:
+            result = self.convert(response)
+        except Exception as exc:  # a response that does not fit its request: this request fails, not the connection
+            self.future.set_exception(BKBookieHandleNotAvailableException(
+                f"{self.what} on bookie {bookie_id}: unexpected response ({exc})"))
+        else:
+            self.future.set_result(result)
+
+    def fail(self, error: Exception) -> None:
+        if self.future.set_running_or_notify_cancel():
+            self.future.set_exception(error)
+
+
+class ChannelConnection:
+    """One socket: the write queue, the in-flight requests by txnId, the reader thread."""
+
+    def __init__(self, bookie_id: str, max_frame_size: int, sock: socket.socket):
+        self.bookie_id = bookie_id
+        self.max_frame_size = max_frame_size
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.pending: dict[int, PendingCall | PendingAddBatch] = {}
+        self.deadlines: dict[int, float] = {}  # txn -> deadline, of the requests that have one (not adds)
+        self.queued: list[bytes] = []  # frame headers and payloads, joined by the flush
+        self.flushing = False
+        self.broken: Exception | None = None
+        self.thread = threading.Thread(target=self._receive, name=f"bookie-rpc-{bookie_id}", daemon=True)
+        self.thread.start()
+
+    def send(self, requests: list[tuple[int, bytes, PendingCall | PendingAddBatch]]) -> None:
+        """Register and queue serialized requests; flush unless another thread is flushing."""
+        with self.lock:
+            if self.broken is not None:
+                raise self.broken
+            queued, pending, deadlines = self.queued, self.pending, self.deadlines
+            for txn, payload, handler in requests:
+                pending[txn] = handler
+                if handler.deadline is not None:
+                    deadlines[txn] = handler.deadline
+                queued.append(FRAME_HEADER.pack(len(payload)))
+                queued.append(payload)
+            if self.flushing:
+                return
+            self.flushing = True
+        while True:
+            with self.lock:
+                batch, self.queued = self.queued, []
+                if not batch or self.broken is not None:
+                    self.flushing = False
+                    return
+            try:
+                self.sock.sendall(b"".join(batch))
+            except OSError as exc:
+                with self.lock:
+                    self.flushing = False
+                self.fail(BKBookieHandleNotAvailableException(f"write to bookie {self.bookie_id} failed: {exc}"))
+                return
+
+    def _receive(self) -> None:
+        decoder = FrameDecoder(self.max_frame_size)
+        next_check = time.monotonic() + TIMEOUT_CHECK
+        try:
+            while self.broken is None:
+                # The socket stays blocking (sendall must not time out); select wakes the thread to expire requests.
+                readable, _, _ = select.select([self.sock], [], [], TIMEOUT_CHECK)
+                if readable:
+                    data = self.sock.recv(RECEIVE_SIZE)
+                    if not data:
+                        raise ConnectionError("the bookie closed the connection")
+                    self._complete(decoder.feed(data))
+                if self.deadlines and time.monotonic() >= next_check:
+                    self._expire()
+                    next_check = time.monotonic() + TIMEOUT_CHECK
+        except (OSError, FrameTooLargeException, DecodeError) as exc:
+            self.fail(BKBookieHandleNotAvailableException(f"connection to bookie {self.bookie_id} lost: {exc}"))
+
+    def _complete(self, frames: list[bytes]) -> None:
+        """Answer the requests of what one read brought (the map is locked once for all of them); a frame
+        that does not parse ends the connection after the answers before it."""
+        responses = []
+        try:
+            for frame in frames:
+                response = v3.Response()
+                response.ParseFromString(frame)
+                responses.append(response)
+        finally:
+            self._answer(responses)
+
+    def _answer(self, responses: list[v3.Response]) -> None:
+        with self.lock:
+            pending, deadlines = self.pending, self.deadlines
+            answered = []
+            for response in responses:
+                txn = response.header.txnId
+                handler = pending.pop(txn, None)
+                if handler is not None:  # None: timed out earlier
+                    if deadlines:
+                        deadlines.pop(txn, None)
+                    answered.append((txn, response, handler))
+        bookie_id = self.bookie_id
+        for txn, response, handler in answered:
+            handler.answer(txn, response, bookie_id)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            late = [t for t, deadline in self.deadlines.items() if deadline <= now]
+            expired = []
+            for t in late:
+                del self.deadlines[t]
+                handler = self.pending.pop(t, None)
+                if handler is not None:
+                    expired.append(handler)
+        for handler in expired:
+            handler.fail(BKTimeoutException(f"{handler.what} on bookie {self.bookie_id} timed out"))
+
+    def fail(self, error: Exception) -> None:
+        """The connection is unusable: every request in flight fails with ``error``."""
+        with self.lock:
+            if self.broken is None:
+                self.broken = error
+            pending, self.pending = self.pending, {}
+            self.deadlines = {}
+            self.queued = []
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for handler in {id(h): h for h in pending.values()}.values():  # a batch's entries share one handler
+            handler.fail(error)
+
+    def close(self) -> None:
+        self.fail(BKClientClosedException(f"client of bookie {self.bookie_id} is closed"))
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout=5)
+        self.sock.close()
+
+
+class PendingAddBatch:
+    """The entries of one framed batch, sent as AddRequests with consecutive txnIds from ``first_txn``,
+    answered as one AddResponse when every entry is answered (or failed as a whole by the transport)."""
+    deadline = None  # no deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream
+
+    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0):
+        self.future: Future = Future()
+        self.entry_ids = entry_ids
+        self.first_txn = first_txn
+        first, last = (entry_ids[0], entry_ids[-1]) if entry_ids else (-1, -1)
+        self.response = pb.AddResponse(status=status.EOK, ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
+                                       firstEntryId=first, lastEntryId=last, entryCount=len(entry_ids))
+        self.remaining = len(entry_ids)
+        self.settled = False
+        self.lock = threading.Lock()
+
+    def answer(self, txn: int, response: v3.Response, bookie_id: str = "") -> None:
+        """Entry ``txn - first_txn``'s answer: the add's status, else the header's (as BookKeeper's bookie
+        answers a request it cannot parse)."""
+        add = response.addResponse if response.HasField("addResponse") else None
+        code = add.status if add is not None and add.HasField("status") else response.status
+        with self.lock:
+            self.remaining -= 1
+            if code != status.EOK and self.response.status == status.EOK:
+                self.response.status = code
+                self.response.message = f"entry {self.entry_ids[txn - self.first_txn]}: {status.name_of(code)}"
+            finished = self.remaining == 0
+        if finished:
+            self._settle(None)
+
+    def fail(self, error: Exception) -> None:
+        self._settle(error)
+
+    def _settle(self, error: Exception | None) -> None:
+        with self.lock:
+            settled, self.settled = self.settled, True
+        if settled:
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(self.response)
