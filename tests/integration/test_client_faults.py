@@ -22,6 +22,7 @@ from bookie.client.ledger_reader import LedgerReader
 from bookie.exceptions import (BKException, BKIncorrectParameterException, BKLedgerClosedException,
                                BKLedgerRecoveryException)
 from bookie.meta.ledger_metadata import LedgerState
+from bookie.proto import status
 from tests.helpers.waiting import DEADLINE, wait_for
 
 PW = b"pw"
@@ -218,6 +219,10 @@ def test_recovery_without_enough_bookies_names_what_it_needs_and_leaves_the_ledg
     writer = bk.create_ledger(3, 3, 2, password=PW)
     writer.append_batch([f"e{i}".encode() for i in range(50)]).result(DEADLINE)
     writer.append_batch([f"e{i}".encode() for i in range(50, 80)]).result(DEADLINE)  # bookies' LAC: 49
+    # AQ=2 acknowledges before the third bookie answers; a writer that still awaits that answer when the
+    # bookie dies records a new fragment from entry 80, and recovery rightly ends the ledger there.
+    wait_for(lambda: all(bk.bookie_client(b).read_entry(writer.ledger, 79).status == status.EOK
+                         for b in writer.ensemble), "every bookie of the ensemble to hold entry 79")
     dead = writer.ensemble[0]
     spare = next(b.bookie_id for b in c.bookies if b.bookie_id not in writer.ensemble)
     for bookie_id in (dead, spare):
