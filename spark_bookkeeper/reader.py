@@ -84,19 +84,22 @@ class FragmentMemberPartition(InputPartition):
 
 def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
     """The partitions of a read (driver side)."""
-    partitions = []
     transports = BookieTransports(connections.driver_client(opts.uri, opts.zk_connect_timeout))
-    for sl in resolve_slices(opts):
-        for f_first, f_last, ensemble in sl.metadata.fragments():
-            f_last = sl.last if f_last < 0 else f_last
-            a, b = max(sl.first, f_first), min(sl.last, f_last)
-            if a > b:
-                continue
-            for member in range(len(ensemble)):
-                for lo in range(a, b + 1, opts.max_entries_per_partition):
-                    hi = min(b, lo + opts.max_entries_per_partition - 1)
-                    partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, hi,
-                                                              services=transports.of(ensemble)))
+    return [p for sl in resolve_slices(opts) for p in slice_partitions(sl, transports, opts.max_entries_per_partition)]
+
+
+def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partition: int) -> list[FragmentMemberPartition]:
+    """The partitions of one ledger slice: fragment x ensemble member, split every ``per_partition`` entries."""
+    partitions = []
+    for f_first, f_last, ensemble in sl.metadata.fragments():
+        f_last = sl.last if f_last < 0 else f_last
+        a, b = max(sl.first, f_first), min(sl.last, f_last)
+        if a > b:
+            continue
+        for member in range(len(ensemble)):
+            for lo in range(a, b + 1, per_partition):
+                partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, min(b, lo + per_partition - 1),
+                                                          services=transports.of(ensemble)))
     return partitions
 
 

@@ -14,7 +14,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from spark_bookkeeper import connections
 from spark_bookkeeper.log import read_log
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
-from spark_bookkeeper.reader import BookieTransports, BookKeeperReader, FragmentMemberPartition, LedgerSlice
+from spark_bookkeeper.reader import (BookieTransports, BookKeeperReader, FragmentMemberPartition, LedgerSlice,
+                                     slice_partitions)
 
 
 def _pos(offset: dict) -> tuple[int, int]:
@@ -83,13 +84,7 @@ class BookKeeperStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 continue
             md = bk.ledger_metadata(segments[seg].ledger)
             sl = LedgerSlice(segments[seg].ledger, md, first, last, self.opts.log, seg)
-            for f_first, f_last, ensemble in md.fragments():
-                a, b = max(first, f_first), min(last, f_last if f_last >= 0 else last)
-                for member in range(len(ensemble)) if a <= b else ():
-                    for lo in range(a, b + 1, self.opts.max_entries_per_partition):
-                        out.append(FragmentMemberPartition(sl, ensemble, member, lo,
-                                                           min(b, lo + self.opts.max_entries_per_partition - 1),
-                                                           services=transports.of(ensemble)))
+            out += slice_partitions(sl, transports, self.opts.max_entries_per_partition)
         return out
 
     def read(self, partition):
