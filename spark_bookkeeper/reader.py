@@ -2,18 +2,22 @@
 
 Planning (driver, from metadata): every ledger of the log / list / scope; an open ledger is read up
 to its LAC (asked of its bookies, never fenced) unless ``recover=true`` closes it first. Each
-fragment ``[first, last]`` of a ledger gets one partition per bookie of its ensemble: bookie i reads
-the entries it is first in the write set for (``e % E == i``), so all bookies of a fragment serve at
-once; ranges longer than ``maxEntriesPerPartition`` are split.
+fragment ``[first, last]`` of a ledger is shared among the bookies of its ensemble, so all of them
+serve at once. Where every bookie holds every entry (WQ == E, e.g. Pulsar's default E=WQ=2) each
+gets contiguous pieces, which a bookie reads sequentially and BookKeeper's native protocol serves by
+batch reads (``bookie/client/batched_read.py``); otherwise (striped, WQ < E) bookie i reads the
+entries it is first in the write set for (``e % E == i``). No partition holds more than
+``maxEntriesPerPartition`` entries of a fragment.
 
 The driver also reads each bookie's registration (BookieTransports) and hands it to the partition, so
 the executor, which has no ZooKeeper, reaches every bookie as the driver would: by gRPC where the
 bookie registered it (a range read), by BookKeeper's native protocol otherwise (a stock bookie).
 
-Reading (executor): a streamed range read with that stride from the member bookie; every entry's
-ledger id and digest are checked into column buffers (``DigestManager.verify_columns``). Entries
-missing or bad there are range-read, same stride, from the next bookie of their write set (they all
-share it), then the next; what no replica sends is read entry by entry, which tells "no such entry"
+Reading (executor): a range read of the partition's entries (contiguous, or with that stride) from
+the member bookie; every entry's ledger id and digest are checked into column buffers
+(``DigestManager.verify_columns``). Entries missing or bad there are range-read the same way from the
+next bookie of their write set (they all share it: striped, by the stride; WQ == E, every bookie
+holds them), then the next; what no replica sends is read entry by entry, which tells "no such entry"
 from a failure. Out come ``pyarrow.RecordBatch``es built from those buffers.
 """
 from __future__ import annotations
@@ -65,8 +69,9 @@ class BookieTransports:
 
 @dataclass
 class FragmentMemberPartition(InputPartition):
-    """Entries ``first..last`` of one fragment that ``ensemble[member]`` is first in the write set for;
-    ``services``: the ensemble's registrations, so the executor picks each bookie's transport."""
+    """Entries ``first..last`` of one fragment read from ``ensemble[member]``: all of them (``striped``
+    false: WQ == E) or those it is first in the write set for (``e % E == member``); ``services``: the
+    ensemble's registrations, so the executor picks each bookie's transport."""
 
     slice: LedgerSlice
     ensemble: tuple[str, ...]
@@ -74,12 +79,13 @@ class FragmentMemberPartition(InputPartition):
     first: int
     last: int
     services: dict[str, BookieServiceInfo | None]
+    striped: bool
 
     def __init__(self, slice_: LedgerSlice, ensemble, member: int, first: int, last: int, *,
-                 services: dict[str, BookieServiceInfo | None]):
+                 services: dict[str, BookieServiceInfo | None], striped: bool = True):
         super().__init__(None)
         self.slice, self.ensemble, self.member, self.first, self.last = slice_, tuple(ensemble), member, first, last
-        self.services = services
+        self.services, self.striped = services, striped
 
 
 def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
@@ -89,18 +95,35 @@ def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
 
 
 def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partition: int) -> list[FragmentMemberPartition]:
-    """The partitions of one ledger slice: fragment x ensemble member, split every ``per_partition`` entries."""
+    """The partitions of one ledger slice: each fragment shared among its ensemble's bookies, at most
+    ``per_partition`` entries of it per partition."""
     partitions = []
     for f_first, f_last, ensemble in sl.metadata.fragments():
         f_last = sl.last if f_last < 0 else f_last
         a, b = max(sl.first, f_first), min(sl.last, f_last)
         if a > b:
             continue
-        for member in range(len(ensemble)):
-            for lo in range(a, b + 1, per_partition):
-                partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, min(b, lo + per_partition - 1),
-                                                          services=transports.of(ensemble)))
+        services = transports.of(ensemble)
+        if sl.metadata.write_quorum_size == len(ensemble):
+            partitions += [FragmentMemberPartition(sl, ensemble, member, lo, hi, services=services, striped=False)
+                           for member, lo, hi in contiguous_shares(a, b, len(ensemble), per_partition)]
+        else:
+            for member in range(len(ensemble)):
+                for lo in range(a, b + 1, per_partition):
+                    partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, min(b, lo + per_partition - 1),
+                                                              services=services))
     return partitions
+
+
+def contiguous_shares(first: int, last: int, ensemble_size: int, per_partition: int) -> list[tuple[int, int, int]]:
+    """(member, first, last) of contiguous pieces of ``[first, last]`` for a fragment whose every bookie
+    holds every entry: a multiple of ``ensemble_size`` pieces of near-equal size (each bookie serves as
+    much as the others), none over ``per_partition`` entries, piece k read from member ``k % E``."""
+    count = last - first + 1
+    rounds = -(-count // (ensemble_size * per_partition))
+    pieces = min(count, ensemble_size * rounds)
+    bounds = [first + count * k // pieces for k in range(pieces + 1)]
+    return [(k % ensemble_size, bounds[k], bounds[k + 1] - 1) for k in range(pieces)]
 
 
 def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | None]]:
@@ -171,19 +194,21 @@ class BookKeeperReader(DataSourceReader):
         digest = DigestManager(sl.ledger, self.opts.password, md.digest_type)
         E, first = len(partition.ensemble), partition.first
         wanted = np.arange(first, partition.last + 1, dtype=np.int64)
-        wanted = wanted[wanted % E == partition.member]
+        stride = E if partition.striped and E > 1 else 0
+        if stride:
+            wanted = wanted[wanted % E == partition.member]
         if not len(wanted):
             return
         clients = connections.worker_clients().for_bookies(partition.services)
         seen = np.zeros(partition.last - first + 1, dtype=bool)
-        # Every entry here (e % E == member) has the same write set: what the member could not serve is
-        # range-read, with the same stride, from the next bookie of that write set, and so on.
+        # Every entry here has the same write set (striped: e % E == member; WQ == E: the ensemble): what
+        # the member could not serve is range-read the same way from the next bookie of it, and so on.
         for index in write_set(partition.member, E, md.write_quorum_size):
             todo = wanted[~seen[wanted - first]]
             if not len(todo):
                 return
             bookie = partition.ensemble[index]
-            for ids, offsets, data in self._range(clients, sl, digest, bookie, int(todo[0]), int(todo[-1]), E,
+            for ids, offsets, data in self._range(clients, sl, digest, bookie, int(todo[0]), int(todo[-1]), stride,
                                                   partition.member):
                 fresh = ~seen[ids - first]
                 seen[ids - first] = True
@@ -198,13 +223,13 @@ class BookKeeperReader(DataSourceReader):
             yield self._batch(sl, np.array(missing, dtype=np.int64), offsets, b"".join(payloads))
 
     @staticmethod
-    def _range(clients, sl: LedgerSlice, digest: DigestManager, bookie: str, first: int, last: int, E: int,
+    def _range(clients, sl: LedgerSlice, digest: DigestManager, bookie: str, first: int, last: int, stride: int,
                member: int):
-        """(ids, payload offsets, payload bytes) of the verified entries ``e % E == member`` of
-        ``[first, last]`` that ``bookie`` sends; stops, warning, where it fails."""
+        """(ids, payload offsets, payload bytes) of the verified entries of ``[first, last]`` (those with
+        ``e % stride == member`` if ``stride``) that ``bookie`` sends; stops, warning, where it fails."""
         try:
             for message in clients.bookie_client(bookie).read_entries(
-                    sl.ledger, first, last, clients.conf.readBatchBytes, E if E > 1 else 0, member):
+                    sl.ledger, first, last, clients.conf.readBatchBytes, stride, member):
                 if message.status != status.EOK:
                     log.warning("ledger %s entries %d..%d from %s: %s; trying other replicas", sl.ledger, first,
                                 last, bookie, status.name_of(message.status))

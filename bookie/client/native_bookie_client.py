@@ -10,8 +10,11 @@ as Netty's channel coalesces writes. One reader thread per connection completes 
 The native protocol has no batched add and no range read, so ``add`` of a framed batch sends one
 AddRequest per entry (one Request message reused for all of them, consecutive txnIds, written
 together; the entries share one in-flight record, no Future each) and answers the batch as the gRPC bookie would (one
-AddResponse: first/last entry id, count, the first failing status); ``read_entries`` pipelines
-single-entry reads and yields ``ReadRangeResponse``s shaped like the gRPC bookie's stream.
+AddResponse: first/last entry id, count, the first failing status). ``read_entries`` yields
+``ReadRangeResponse``s shaped like the gRPC bookie's stream: a contiguous range by BookKeeper 4.17's
+batch reads (``batched_read``: v2 BATCH_READ_ENTRY on sockets of their own, kept for reuse) while the
+bookie holds every entry, then (a striped range, or from the first absent entry on) pipelined
+single-entry reads.
 
 Transport failures are BKBookieHandleNotAvailableException (connection refused or lost: every
 request in flight fails, the next request reconnects) or BKTimeoutException (one request's
@@ -30,6 +33,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Callable, Iterator
 
+from bookie.client.batched_read import BatchedRangeRead, BatchedReadChannel
 from bookie.client.native_connection import ChannelConnection, PendingAddBatch, PendingCall
 from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
                                BKIncorrectParameterException)
@@ -82,6 +86,7 @@ class NativeBookieClient:
         self._deferred = threading.local()  # requests held back by _written_together on this thread
         self._lock = threading.Lock()
         self._connection: ChannelConnection | None = None
+        self._idle_batch_channels: list[BatchedReadChannel] = []  # v2 sockets between range reads
         self._closed = False
 
     # -- connection ----------------------------------------------------------------------------------
@@ -226,8 +231,45 @@ class NativeBookieClient:
         has, as the gRPC bookie streams them: framed entries, ``lastEntryIdCovered`` saying up to where
         an absent id is known absent here, and a final message with the failing status if a read fails."""
         native_ledger_id(self.bookie_id, ledger)
-        ids = range(first + (offset - first) % stride, last + 1, stride) if stride > 1 else range(first, last + 1)
         limit = max_bytes or DEFAULT_RANGE_BYTES
+        channel = self._batch_channel() if stride <= 1 and first <= last else None
+        if channel is not None:
+            batched = BatchedRangeRead(channel, ledger, first, last, min(limit, self.max_frame_size))
+            try:
+                yield from batched
+            finally:
+                self._release_batch_channel(batched)
+            if batched.rest is None:
+                return
+            first = batched.rest
+        yield from self._single_reads(ledger, first, last, limit, stride, offset)
+
+    def _batch_channel(self) -> BatchedReadChannel | None:
+        """An idle v2 socket or a new one; None if the bookie cannot be reached (the single reads then
+        fail each read's future, as they always have)."""
+        with self._lock:
+            if self._closed:
+                raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
+            if self._idle_batch_channels:
+                return self._idle_batch_channels.pop()
+        try:
+            return BatchedReadChannel(self.bookie_id, self.address, self.timeout, self.max_frame_size,
+                                      min(self.timeout, CONNECT_TIMEOUT))
+        except BKBookieHandleNotAvailableException:
+            return None
+
+    def _release_batch_channel(self, batched: BatchedRangeRead) -> None:
+        """Keep a channel with nothing in flight for the next range read; close any other."""
+        with self._lock:
+            if batched.channel_reusable and not self._closed:
+                self._idle_batch_channels.append(batched.channel)
+                return
+        batched.channel.close()
+
+    def _single_reads(self, ledger: LedgerId, first: int, last: int, limit: int, stride: int,
+                      offset: int) -> Iterator[pb.ReadRangeResponse]:
+        """``read_entries`` by pipelined single-entry reads (v3 READ_ENTRY, ``READ_WINDOW`` in flight)."""
+        ids = range(first + (offset - first) % stride, last + 1, stride) if stride > 1 else range(first, last + 1)
         window: deque[tuple[int, Future]] = deque()
         todo = iter(ids)
         buffer, count, max_lac, covered = bytearray(), 0, -1, first - 1
@@ -308,5 +350,8 @@ class NativeBookieClient:
         with self._lock:
             self._closed = True
             connection, self._connection = self._connection, None
+            idle, self._idle_batch_channels = self._idle_batch_channels, []
         if connection is not None:
             connection.close()
+        for channel in idle:
+            channel.close()
