@@ -9,11 +9,14 @@ Options (read):
     digest              expected digest type (checked against the metadata)
     startEntry, endEntry    entry range of each ledger (default: all up to the last entry / LAC)
     maxEntriesPerPartition  split big fragments (default 100000)
-    recover             true: recover (fence and close) open ledgers first; default: read up to the LAC
+    recover             true: recover (fence and close) open ledgers first; default: read up to the LAC.
+                        Refused for a streaming read of ledgers (a stream must not fence a live writer)
     table               ledgers | fragments | bookies: one row per ledger / fragment / bookie instead
     filterPushdown      true: push filters on ledger_id / entry_id down (needs the Spark conf
                         spark.sql.python.filterPushdown.enabled=true)
     maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it
+Streaming reads tail a log (stream_reader.py) or ledgers, open ones up to their LAC as they grow
+(ledger_stream_reader.py); not a scope.
 Options (write): metadataServiceUri, log, ensembleSize (3), writeQuorum (2), ackQuorum (2), digest (crc32c),
     password; writerId (+ batchId) name the writer in the log for exactly-once commits (streams derive it
     from checkpointLocation; foreach_batch_writer sets both)
@@ -67,10 +70,12 @@ class BookKeeperDataSource(DataSource):
         return BookKeeperWriter(check_write(self.options, schema), overwrite)
 
     def streamReader(self, schema: StructType):
+        from spark_bookkeeper.ledger_stream_reader import LedgerStreamReader
         from spark_bookkeeper.reader import BookKeeperReader
-        from spark_bookkeeper.stream_reader import BookKeeperStreamReader
+        from spark_bookkeeper.stream_reader import LogStreamReader
         opts = ReadOptions.parse(self.options)
-        return BookKeeperStreamReader(opts, BookKeeperReader(opts, schema, to_arrow_schema(schema, timezone="UTC")))
+        cls = LedgerStreamReader if opts.ledgers is not None else LogStreamReader
+        return cls(opts, BookKeeperReader(opts, schema, to_arrow_schema(schema, timezone="UTC")))
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         from spark_bookkeeper.writer import BookKeeperStreamWriter

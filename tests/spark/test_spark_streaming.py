@@ -1,11 +1,14 @@
 """Streaming: tail a log with availableNow and maxEntriesPerTrigger, write a stream into a log, and
-replay a micro-batch after a simulated crash: the log gets it once."""
+replay a micro-batch after a simulated crash: the log gets it once. Tail bare ledgers, one of them open
+and still written by this project's client: up to its LAC, never fencing the writer."""
 from __future__ import annotations
 
 import os
 import uuid
 
+import pytest
 from chispa import assert_df_equality
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 import spark_bookkeeper
@@ -91,9 +94,151 @@ def test_foreach_batch_writer_is_exactly_once_per_batch_id(spark, shared_cluster
     assert_df_equality(got.select("payload"), expected, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_stream_reader_needs_a_log_and_stream_writer_a_checkpoint(spark, shared_cluster):
-    import pytest
+def _tail_ledgers(spark, uri: str, ledgers: str, **options):
+    reader = spark.readStream.format("bookkeeper").option("metadataServiceUri", uri).option("ledgers", ledgers)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _entry(i: int) -> bytes:
+    return b"entry-%d" % i
+
+
+def _append(lh, first: int, count: int) -> None:
+    """Entries first.. in batches of 50: an entry carries the LAC as it was when its batch was sent, so
+    the bookies' LAC trails by a batch. Raises if the ledger was fenced."""
+    for lo in range(first, first + count, 50):
+        lh.append_batch([_entry(i) for i in range(lo, min(lo + 50, first + count))]).result(timeout=60)
+
+
+def _written(bk, count: int, close: bool = True):
+    """A new ledger (E=3, WQ=2, AQ=2) holding entries 0..count-1, closed unless ``close`` is false."""
+    lh = bk.create_ledger(3, 2, 2)
+    _append(lh, 0, count)
+    if close:
+        lh.close()
+    return lh
+
+
+class Batches:
+    """A foreachBatch sink that remembers each run of each batch id: (ledger_id, entry_id, payload) rows."""
+
+    def __init__(self):
+        self.runs: dict[int, list[list[tuple[int, int, bytes]]]] = {}
+
+    def __call__(self, df, batch_id: int) -> None:
+        rows = sorted((r.ledger_id, r.entry_id, bytes(r.payload)) for r in df.collect())
+        self.runs.setdefault(batch_id, []).append(rows)
+
+    def collect(self, df, checkpoint: str, available_now: bool = False):
+        """Start a query writing ``df`` into this sink."""
+        writer = df.writeStream.foreachBatch(self).option("checkpointLocation", checkpoint)
+        return (writer.trigger(availableNow=True) if available_now else writer).start()
+
+    def rows(self) -> list[tuple[int, int, bytes]]:
+        """Every batch id's rows once (its first run), in batch order."""
+        return [row for batch in sorted(self.runs) for row in self.runs[batch][0]]
+
+    def entries(self, ledger: int) -> list[int]:
+        return [e for lid, e, _ in self.rows() if lid == ledger]
+
+
+def test_stream_tails_an_open_ledger_as_it_grows_without_fencing_its_writer(spark, shared_cluster, tmp_path):
+    """Rows 0..LAC of an open ledger, then each new one exactly once as the writer goes on; a batch
+    replayed after a restart reads what it read before; closing the ledger brings its last entry."""
     uri = shared_cluster.metadata_service_uri
-    with pytest.raises(Exception, match="tails a log"):
-        (spark.readStream.format("bookkeeper").option("metadataServiceUri", uri).option("ledgers", "1").load()
-         .writeStream.format("noop").start().awaitTermination(5))
+    checkpoint = str(tmp_path / "checkpoint")
+    seen = Batches()
+    with BookKeeper(uri) as bk:
+        lh = _written(bk, 500, close=False)
+        lid = lh.ledger.ledger_id
+
+        def lac() -> int:  # the writer is idle and sends no explicit LAC: it stays put until the next append
+            return bk.open_ledger(lid, recovery=False).last_add_confirmed
+
+        def start():
+            return seen.collect(_tail_ledgers(spark, uri, str(lid), maxEntriesPerTrigger="300"), checkpoint)
+
+        query = start()
+        try:
+            query.processAllAvailable()
+            assert seen.entries(lid) == list(range(lac() + 1)) and lac() >= 449
+            _append(lh, 500, 400)
+            query.processAllAvailable()
+            assert seen.entries(lid) == list(range(lac() + 1))
+            query.stop()
+
+            replayed = _forget_last_commit(checkpoint)
+            _append(lh, 900, 100)  # while the query is down: the replayed batch must not take them in
+            query = start()
+            query.processAllAvailable()
+            assert len(seen.runs[replayed]) == 2 and seen.runs[replayed][1] == seen.runs[replayed][0]
+            assert seen.entries(lid) == list(range(lac() + 1))
+
+            lh.close()  # never fenced: every append and the close succeeded
+            md = bk.ledger_metadata(lid)
+            assert md.is_closed and md.last_entry_id == 999
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    assert [(e, p) for _, e, p in seen.rows()] == [(i, _entry(i)) for i in range(1000)]
+    assert all(len(runs[0]) <= 300 for runs in seen.runs.values())
+
+
+def test_available_now_reads_what_the_ledgers_held_at_the_start_in_shares(spark, shared_cluster, tmp_path):
+    uri = shared_cluster.metadata_service_uri
+    seen = Batches()
+    with BookKeeper(uri) as bk:
+        closed, open_ = _written(bk, 250), _written(bk, 400, close=False)
+        a, b = closed.ledger.ledger_id, open_.ledger.ledger_id
+        lac = bk.open_ledger(b, recovery=False).last_add_confirmed
+        query = seen.collect(_tail_ledgers(spark, uri, f"{a},{b}", maxEntriesPerTrigger="200"),
+                             str(tmp_path / "checkpoint"), available_now=True)
+        query.awaitTermination()
+        open_.close()
+    assert seen.entries(a) == list(range(250)) and seen.entries(b) == list(range(lac + 1))
+    first = seen.runs[min(seen.runs)][0]
+    assert sum(1 for lid, _, _ in first if lid == a) == sum(1 for lid, _, _ in first if lid == b) == 100
+    assert all(len(runs[0]) <= 200 for runs in seen.runs.values())
+
+
+def test_a_ledger_deleted_while_tailed_stops_the_stream_naming_it(spark, shared_cluster, tmp_path):
+    uri = shared_cluster.metadata_service_uri
+    seen = Batches()
+    with BookKeeper(uri) as bk:
+        lid = _written(bk, 100).ledger.ledger_id
+        query = seen.collect(_tail_ledgers(spark, uri, str(lid)), str(tmp_path / "checkpoint"))
+        try:
+            query.processAllAvailable()
+            assert seen.entries(lid) == list(range(100))
+            bk.delete_ledger(lid)
+            with pytest.raises(StreamingQueryException,
+                               match=f"ledger {lid} was deleted while this stream tailed it; entries from 100 on"):
+                query.processAllAvailable()
+        finally:
+            query.stop()
+
+
+def test_stream_option_errors(spark, shared_cluster):
+    """recover=true would fence a live writer; an unknown ledger fails load() as a batch read does; a
+    scope cannot be tailed."""
+    uri = shared_cluster.metadata_service_uri
+    with BookKeeper(uri) as bk:
+        lh = _written(bk, 1, close=False)
+        try:
+            with pytest.raises(Exception, match="a stream must not fence a live writer"):
+                (_tail_ledgers(spark, uri, str(lh.ledger.ledger_id), recover="true").writeStream.format("noop")
+                 .start().awaitTermination(60))
+            lh.append(b"y")  # not fenced
+        finally:
+            lh.close()
+        missing = max(lid.ledger_id for lid in bk.list_ledgers()) + 1000
+    with pytest.raises(Exception, match=f"ledger {missing} does not exist") as batch:
+        source(spark, uri, ledgers=str(missing))
+    with pytest.raises(Exception, match=f"ledger {missing} does not exist") as stream:
+        _tail_ledgers(spark, uri, str(missing))
+    assert type(stream.value) is type(batch.value)
+    with pytest.raises(Exception, match="tails a log or ledgers"):
+        (spark.readStream.format("bookkeeper").option("metadataServiceUri", uri).option("scope", "0").load()
+         .writeStream.format("noop").start().awaitTermination(60))
