@@ -2,9 +2,19 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import struct
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
 
+from bookie.meta.ledger_metadata import LedgerState
+from bookie.util.processes import stop_process
 from tests.helpers.waiting import wait_for
+
+WRITER_ADDS_PER_S = 5000  # a writer stopped mid-write is rate-limited (ClientConfiguration throttle) to this
+WRITER_ADD_TIMEOUT_S = 600  # and its adds in flight (addEntryTimeoutSec) outlive the stop
 
 
 def summary_of(entries: list[bytes]) -> str:
@@ -25,3 +35,54 @@ def ledger_being_written(bk, known: set, min_lac: int) -> int:
     wait_for(lambda: bk.open_ledger(new[0], recovery=False).last_add_confirmed >= min_lac,
              what=f"{min_lac} entries acknowledged")
     return new[0]
+
+
+@dataclass
+class StoppedWriter:
+    """A Java writer SIGSTOPped mid-write: its ledger, OPEN, and the LAC its bookies report meanwhile."""
+
+    ledger: int
+    lac: int  # read just after the stop
+
+    def check_read_up_to_lac(self, bk, entry_ids: list[int]) -> int:
+        """``entry_ids``, read while the writer is stopped, are exactly 0..L for a LAC L the bookies reported
+        meanwhile: at least the LAC at the stop, at most the LAC now (what the writer sent just before the
+        stop may still have been arriving). Returns L."""
+        now = bk.open_ledger(self.ledger, recovery=False).last_add_confirmed
+        last = entry_ids[-1] if entry_ids else -1
+        assert entry_ids == list(range(last + 1)), "not each entry 0..L exactly once"
+        assert self.lac <= last <= now, f"read up to entry {last}; LAC at the stop {self.lac}, now {now}"
+        return last
+
+
+@contextmanager
+def java_writer_stopped_mid_write(java_cluster, bk, n: int, size: int, min_lac: int = 1000) -> Iterator[StoppedWriter]:
+    """Spawn ``bin/client write`` of ``n`` entries of ``size`` bytes, SIGSTOP it once ``min_lac`` entries
+    are acknowledged and yield while it is stopped, its ledger provably OPEN (the writer closes it last)
+    and not all acknowledged (``n`` well above ``min_lac``: the writer is rate-limited);
+    then SIGCONT it and check that it exits 0 (every add acknowledged: never fenced) having closed the
+    ledger itself at entry n - 1. The writer's process group is SIGKILLed if anything fails."""
+    known = set(bk.list_ledgers())
+    # --throttle: at most WRITER_ADDS_PER_S, so n entries take n / WRITER_ADDS_PER_S seconds on any machine
+    # and the writer cannot finish before the stop; --add-timeout: its adds in flight outlive the stop
+    # (the Java client's default of 5 s would fail them into an ensemble change with no spare bookie).
+    writer = java_cluster.spawn("client", "write", java_cluster.metadata_service_uri, str(n), "--entry-size", str(size),
+                                "--throttle", str(WRITER_ADDS_PER_S), "--add-timeout", str(WRITER_ADD_TIMEOUT_S))
+    try:
+        ledger = ledger_being_written(bk, known, min_lac)
+        os.killpg(writer.pid, signal.SIGSTOP)
+        try:
+            state = bk.ledger_metadata(ledger).state
+            assert state == LedgerState.OPEN, f"the writer finished ledger {ledger} before it was stopped ({state}): raise n"
+            lac = bk.open_ledger(ledger, recovery=False).last_add_confirmed
+            assert lac < n - 1, f"ledger {ledger}: all {n} entries acknowledged before the stop: raise n"
+            yield StoppedWriter(ledger, lac)
+        finally:
+            os.killpg(writer.pid, signal.SIGCONT)
+        out, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0, err.decode()[-3000:]
+        assert int(out) == ledger
+    finally:
+        stop_process(writer, sig=signal.SIGKILL)
+    md = bk.ledger_metadata(ledger)
+    assert md.state == LedgerState.CLOSED and md.last_entry_id == n - 1, md  # closed by its writer, not by a recovery

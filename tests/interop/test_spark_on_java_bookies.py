@@ -1,21 +1,23 @@
 """``spark.read.format("bookkeeper")`` over ledgers on real BookKeeper bookies (Java), which offer only
 BookKeeper's native protocol: the driver hands each partition its bookies' registrations and the
-executors read over the native protocol (issue 11 test 3, batch part).
+executors read over the native protocol; a streaming read tails a ledger the Java client is still
+writing (issue 11 test 3).
 """
 from __future__ import annotations
-
-import signal
 
 import pytest
 
 from bookie.client import BookKeeper
-from bookie.meta.ledger_metadata import LedgerState
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk, payload
-from bookie.util.processes import stop_process
-from tests.helpers.java_tools import ledger_being_written
+from tests.helpers.java_tools import java_writer_stopped_mid_write
 from tests.helpers.spark_io import source
+from tests.helpers.stream_sink import Batches
 
 pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
+
+# A Java writer of this many entries is stopped mid-write: 1000 acknowledged are awaited, then SIGSTOP.
+# Rate-limited to WRITER_ADDS_PER_S (5000/s), it needs 8 s for them: 40x the time of the first 1000.
+N_WRITTEN, SIZE = 40000, 100
 
 
 @pytest.fixture(scope="module")
@@ -65,25 +67,35 @@ def bk(java_cluster):
 
 
 def test_open_java_ledger_reads_up_to_its_lac_without_fencing_the_writer(spark, java_cluster, bk):
-    """The streaming source tails logs (this project's znodes listing closed ledgers), not bare ledgers;
-    what Spark can do with a ledger the Java client is still writing is a batch read up to its LAC, with
-    recover=false (the default): the ledger is not fenced, so the Java writer goes on to its end."""
-    n, size = 60000, 100
-    known = set(bk.list_ledgers())
-    writer = java_cluster.spawn("client", "write", java_cluster.metadata_service_uri, str(n), "--entry-size", str(size))
-    try:
-        ledger = ledger_being_written(bk, known, 1000)
-        rows = sorted(source(spark, java_cluster.metadata_service_uri, ledgers=str(ledger), recover="false").collect(),
+    """A batch read with recover=false (the default) of a ledger the Java client is writing, stopped
+    mid-write: exactly entries 0..LAC; the ledger is not fenced, so the writer, resumed, goes on to its
+    end and closes the ledger itself."""
+    uri = java_cluster.metadata_service_uri
+    with java_writer_stopped_mid_write(java_cluster, bk, N_WRITTEN, SIZE) as stopped:
+        rows = sorted(source(spark, uri, ledgers=str(stopped.ledger), recover="false").collect(),
                       key=lambda r: r.entry_id)
-        seen = len(rows)
-        assert seen >= 1001 and [r.entry_id for r in rows] == list(range(seen))
-        assert [bytes(r.payload) for r in rows] == [payload(i, size) for i in range(seen)]
+        lac = stopped.check_read_up_to_lac(bk, [r.entry_id for r in rows])
+        assert [bytes(r.payload) for r in rows] == [payload(i, SIZE) for i in range(lac + 1)] and lac >= 1000
+    rows = source(spark, uri, ledgers=str(stopped.ledger)).select("entry_id").collect()
+    assert sorted(r.entry_id for r in rows) == list(range(N_WRITTEN))
 
-        out, err = writer.communicate(timeout=300)
-        assert writer.returncode == 0, err.decode()[-3000:]  # every add acknowledged: never fenced
-        assert int(out) == ledger
+
+def test_stream_tails_a_ledger_the_java_client_is_still_writing(spark, java_cluster, bk, tmp_path):
+    """Issue 11 test 3: readStream over the ledger of a Java writer stopped mid-write gives exactly
+    entries 0..LAC (payloads checked at the end); resumed, the writer finishes unfenced and closes it, and the stream then gives the
+    rest: all entries exactly once."""
+    uri = java_cluster.metadata_service_uri
+    seen = Batches()
+    query = None
+    try:
+        with java_writer_stopped_mid_write(java_cluster, bk, N_WRITTEN, SIZE) as stopped:
+            ledger = stopped.ledger
+            query = seen.collect(spark.readStream.format("bookkeeper").option("metadataServiceUri", uri)
+                                 .option("ledgers", str(ledger)).load(), str(tmp_path / "checkpoint"))
+            query.processAllAvailable()
+            assert stopped.check_read_up_to_lac(bk, seen.entries(ledger)) >= 1000
+        query.processAllAvailable()
     finally:
-        stop_process(writer, sig=signal.SIGKILL)
-    assert bk.ledger_metadata(ledger).state == LedgerState.CLOSED  # closed by its writer, not by a recovery
-    rows = source(spark, java_cluster.metadata_service_uri, ledgers=str(ledger)).select("entry_id").collect()
-    assert sorted(r.entry_id for r in rows) == list(range(n))
+        if query is not None:
+            query.stop()
+    assert [(e, p) for _, e, p in seen.rows()] == [(i, payload(i, SIZE)) for i in range(N_WRITTEN)]
