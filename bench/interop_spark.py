@@ -56,6 +56,12 @@ def main() -> None:
                 bk = spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("ledgers", ledger).load()
                 memory = spark.read.format("memory_ceiling").option("rows", str(args.rows)).load()
                 best = best_of_each(args.runs, {"bk": noop(bk), "memory": noop(memory)})
+                # What the Java bookies themselves spend serving one read: on a small machine it comes
+                # out of the same cores Spark uses, and bounds the ratio.
+                pids = [b.proc.pid for b in java.bookies]
+                before = sum(cpu_seconds(pid) for pid in pids)
+                noop(bk)()
+                java_cpu = sum(cpu_seconds(pid) for pid in pids) - before
             finally:
                 spark.stop()
     finally:
@@ -68,6 +74,15 @@ def main() -> None:
     print(line("Python data source from memory", t_mem, args.rows, "(the API's ceiling)"))
     print(line("bookkeeper from Java bookies", t_bk, args.rows,
                f"({t_mem / t_bk:.2f} of the ceiling; target >= {TARGET})"))
+    print(f"  the Java bookies' own CPU per read: {java_cpu:.2f} s ({java_cpu / args.rows * 1e6:.1f} us per entry), "
+          f"on the {os.cpu_count()} cores Spark reads with")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":

@@ -115,12 +115,20 @@ def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partitio
     return partitions
 
 
+BALANCE_ROUNDS = 4
+MIN_SHARE_ENTRIES = 8192
+
+
 def contiguous_shares(first: int, last: int, ensemble_size: int, per_partition: int) -> list[tuple[int, int, int]]:
     """(member, first, last) of contiguous pieces of ``[first, last]`` for a fragment whose every bookie
     holds every entry: a multiple of ``ensemble_size`` pieces of near-equal size (each bookie serves as
-    much as the others), none over ``per_partition`` entries, piece k read from member ``k % E``."""
+    much as the others), none over ``per_partition`` entries, up to BALANCE_ROUNDS per bookie where they
+    hold MIN_SHARE_ENTRIES each, piece k read from member ``k % E``."""
     count = last - first + 1
-    rounds = -(-count // (ensemble_size * per_partition))
+    # Several rounds even where one would do: a task per bookie is one wave too few for most core counts
+    # (3 tasks on 2 cores leave one running alone), and pieces of MIN_SHARE_ENTRIES amortize a task's cost.
+    rounds = max(-(-count // (ensemble_size * per_partition)),
+                 min(BALANCE_ROUNDS, count // (ensemble_size * MIN_SHARE_ENTRIES)), 1)
     pieces = min(count, ensemble_size * rounds)
     bounds = [first + count * k // pieces for k in range(pieces + 1)]
     return [(k % ensemble_size, bounds[k], bounds[k + 1] - 1) for k in range(pieces)]

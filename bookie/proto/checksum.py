@@ -180,30 +180,40 @@ class DigestManager:
         start = frames + entry_format.FRAME_LEN
         hl, ml = self.header_len, self.mac_length
         view = memoryview(blob)
-        good = self._digests_ok(blob, view, start, ends)
+        # Entries of one size (the common case) are the rows of a matrix: no per-entry slicing.
+        stride = int(ends[0] - frames[0]) if len(ids) else 0
+        rows = None
+        if len(ids) and stride * len(ids) == len(blob) and (np.diff(frames) == stride).all():
+            rows = np.frombuffer(blob, dtype=np.uint8).reshape(len(ids), stride)
+        good = self._digests_ok(blob, view, start, ends, rows)
         bad = ids[~good].tolist()
         if not good.all():
             ids, start, ends = ids[good], start[good], ends[good]
         lengths = ends - start - hl - ml
         offsets = np.zeros(len(ids) + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
-        stride = int(ends[0] - start[0] + entry_format.FRAME_LEN) if len(ids) else 0
-        if len(ids) and good.all() and (lengths == lengths[0]).all() and stride * len(ids) == len(blob):
-            rows = np.frombuffer(blob, dtype=np.uint8).reshape(len(ids), stride)
+        if rows is not None and not bad:
             data = rows[:, entry_format.FRAME_LEN + hl + ml:].tobytes()  # equal sizes: one strided copy
         else:
             data = b"".join(view[s + hl + ml: e] for s, e in zip(start.tolist(), ends.tolist()))
         return ids, offsets, data, bad
 
-    def _digests_ok(self, blob: bytes, view: memoryview, start: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Per entry: does the stored digest match? CRCs are computed as integers and compared in one go."""
+    def _digests_ok(self, blob: bytes, view: memoryview, start: np.ndarray, ends: np.ndarray,
+                    rows: np.ndarray | None = None) -> np.ndarray:
+        """Per entry: does the stored digest match? CRCs are computed as integers and compared in one go;
+        ``rows``: the framed entries as a matrix, where they are all of one size."""
         n, hl, ml = len(start), self.header_len, self.mac_length
         if self.digest_type in (DigestType.CRC32C, DigestType.CRC32):
             crc = _crc32c.crc32c if self.digest_type is DigestType.CRC32C else zlib.crc32
             data = np.frombuffer(blob, dtype=np.uint8)
             stored = data[(start + hl + (ml - 4))[:, None] + np.arange(4)].copy().view(">u4").ravel()
-            computed = np.fromiter((crc(view[s + hl + ml: e], crc(view[s: s + hl]))
-                                    for s, e in zip(start.tolist(), ends.tolist())), dtype=np.uint32, count=n)
+            if rows is not None:
+                at = entry_format.FRAME_LEN
+                computed = np.fromiter(map(crc, rows[:, at + hl + ml:], map(crc, rows[:, at: at + hl])),
+                                       dtype=np.uint32, count=n)
+            else:
+                computed = np.fromiter((crc(view[s + hl + ml: e], crc(view[s: s + hl]))
+                                        for s, e in zip(start.tolist(), ends.tolist())), dtype=np.uint32, count=n)
             good = computed == stored
             if ml == 8:  # CRC32 is stored widened to a long: its high half must be zero
                 good &= data[(start + hl)[:, None] + np.arange(4)].sum(axis=1) == 0

@@ -14,7 +14,8 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import entry_format, status
 from bookie.proto.checksum import DigestManager
-from spark_bookkeeper.reader import LedgerSlice, contiguous_shares, slice_partitions
+from spark_bookkeeper.reader import (BALANCE_ROUNDS, MIN_SHARE_ENTRIES, LedgerSlice, contiguous_shares,
+                                     slice_partitions)
 
 LEDGER = LedgerId.of(9, 0)
 DIGEST = DigestManager(LEDGER, b"pw")
@@ -131,7 +132,15 @@ def test_request_encoding_matches_bookkeepers():
 
 # -- planning -----------------------------------------------------------------------------------------
 def test_contiguous_shares_cover_the_fragment_evenly_round_robin():
-    assert contiguous_shares(0, 199_999, 3, 100_000) == [(0, 0, 66_665), (1, 66_666, 133_332), (2, 133_333, 199_999)]
+    # Large enough: BALANCE_ROUNDS pieces per bookie, so the tasks come in several waves.
+    shares = contiguous_shares(0, 199_999, 3, 100_000)
+    assert len(shares) == 3 * BALANCE_ROUNDS and [m for m, _, _ in shares] == [0, 1, 2] * BALANCE_ROUNDS
+    assert [a for _, a, _ in shares][0] == 0 and [b for _, _, b in shares][-1] == 199_999
+    assert all(b + 1 == a for (_, _, b), (_, a, _) in zip(shares, shares[1:]))
+    assert {b - a + 1 for _, a, b in shares} <= {16_666, 16_667}
+    # Fewer rounds where pieces would drop below MIN_SHARE_ENTRIES.
+    assert contiguous_shares(0, 3 * 2 * MIN_SHARE_ENTRIES - 1, 3, 100_000) == [
+        (k % 3, k * MIN_SHARE_ENTRIES, (k + 1) * MIN_SHARE_ENTRIES - 1) for k in range(6)]
     shares = contiguous_shares(10, 1009, 2, 300)
     assert [m for m, _, _ in shares] == [0, 1, 0, 1]
     assert [(a, b) for _, a, b in shares] == [(10, 259), (260, 509), (510, 759), (760, 1009)]
