@@ -90,6 +90,10 @@ OPTIONS: dict[str, Option] = {
     "minorCompactionInterval": _o("int", 3600, "minor compaction interval, s"),
     "majorCompactionThreshold": _o("float", 0.8, "major compaction usage threshold"),
     "majorCompactionInterval": _o("int", 86400, "major compaction interval, s"),
+    # Compaction throttle (AbstractLogCompactor.Throttler): entries/s, or bytes/s with isThrottleByBytes
+    "compactionRateByEntries": _o("int", 1000, "entries copied per second by compaction", 1),
+    "compactionRateByBytes": _o("int", 1000000, "bytes copied per second by compaction (isThrottleByBytes)", 1),
+    "isThrottleByBytes": _o("bool", False, "throttle compaction by bytes instead of entries"),
     # AutoRecovery
     "autoRecoveryDaemonEnabled": _o("bool", False, "run the auditor and replication worker in the bookie"),
     "openLedgerRereplicationGracePeriod": _o("int", 30000, "ms before an open ledger is fenced for rereplication"),
