@@ -6,7 +6,7 @@ import signal
 import threading
 
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.server.conf import ConfigurationException
+from bookie.server.conf import ConfigurationException, ServerConfiguration, read_properties
 
 
 def register_top(commands, add_conf_args) -> None:
@@ -21,6 +21,9 @@ def register_top(commands, add_conf_args) -> None:
     local.add_argument("--bookies", type=int, default=3, help="number of bookies (default 3)")
     local.add_argument("--zk-port", type=int, default=2181, help="ZooKeeper client port (default 2181; 0 = any)")
     local.add_argument("--dir", help="data directory (default: a new temporary directory)")
+    local.add_argument("--conf", dest="bookie_conf", metavar="FILE",
+                       help="a bk_server.conf (BookKeeper's keys: gcWaitTime, entryLogSizeLimit, compaction "
+                            "thresholds, ...) applied to every bookie it starts")
     local.set_defaults(run=run_local, no_conf=True)
 
 
@@ -54,12 +57,33 @@ def run_bookie(args, conf) -> int:
     return 0
 
 
+# ``bk local`` gives each bookie its own ports and directories and points them at its ZooKeeper.
+LOCAL_PER_BOOKIE_KEYS = ("bookiePort", "grpcPort", "journalDirectories", "journalDirectory", "ledgerDirectories",
+                         "indexDirectories", "metadataServiceUri", "zkServers", "zkLedgersRootPath")
+
+
+def local_bookie_settings(path: str) -> tuple[dict[str, str], list[str]]:
+    """The settings of a bk_server.conf for every bookie of ``bk local``, and the keys left out because
+    ``bk local`` sets them per bookie (so a production bk_server.conf can be used as it is). Every value is
+    checked now: a bad one fails before anything starts, naming the key."""
+    values = read_properties(path)
+    ServerConfiguration(values)
+    ignored = sorted(k for k in values if k in LOCAL_PER_BOOKIE_KEYS)
+    return {k: v for k, v in values.items() if k not in LOCAL_PER_BOOKIE_KEYS}, ignored
+
+
 def run_local(args, conf) -> int:
     from bookie.testing.local_bookkeeper import LocalBookKeeper
+    settings, ignored = local_bookie_settings(args.bookie_conf) if args.bookie_conf else ({}, [])
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    cluster = LocalBookKeeper(args.bookies, base_dir=args.dir, zk_port=args.zk_port)
+    cluster = LocalBookKeeper(args.bookies, base_dir=args.dir, zk_port=args.zk_port, bookie_settings=settings)
+    if settings:
+        print(f"every bookie gets {args.bookie_conf}: " + ", ".join(f"{k}={v}" for k, v in settings.items()), flush=True)
+    if ignored:
+        print(f"not applied (bk local gives each bookie its own ports, directories and ZooKeeper): {', '.join(ignored)}",
+              flush=True)
     print(f"starting ZooKeeper and {args.bookies} bookies in {cluster.base_dir} ...", flush=True)
     cluster.start()
     try:
