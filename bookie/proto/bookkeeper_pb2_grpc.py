@@ -74,6 +74,11 @@ class BookieStub:
                 request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerRequest.SerializeToString,
                 response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerResponse.FromString,
                 _registered_method=True)
+        self.GarbageCollection = channel.unary_unary(
+                '/bookkeeper.proto.Bookie/GarbageCollection',
+                request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GarbageCollectionRequest.SerializeToString,
+                response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GarbageCollectionResponse.FromString,
+                _registered_method=True)
 
 
 class BookieServicer:
@@ -127,6 +132,12 @@ class BookieServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GarbageCollection(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BookieServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +180,11 @@ def add_BookieServicer_to_server(servicer, server):
                     servicer.GetListOfEntriesOfLedger,
                     request_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerRequest.FromString,
                     response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerResponse.SerializeToString,
+            ),
+            'GarbageCollection': grpc.unary_unary_rpc_method_handler(
+                    servicer.GarbageCollection,
+                    request_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GarbageCollectionRequest.FromString,
+                    response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GarbageCollectionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -387,6 +403,33 @@ class Bookie:
             '/bookkeeper.proto.Bookie/GetListOfEntriesOfLedger',
             bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerRequest.SerializeToString,
             bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GarbageCollection(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bookkeeper.proto.Bookie/GarbageCollection',
+            bookie_dot_proto_dot_bookkeeper__pb2.GarbageCollectionRequest.SerializeToString,
+            bookie_dot_proto_dot_bookkeeper__pb2.GarbageCollectionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,3 +47,7 @@ class GarbageCollectionStatus:
     bytes_reclaimed: int = 0              # entry-log bytes given back (deleted logs, compaction)
     entry_logs: list[EntryLogUsage] = field(default_factory=list)
     skipped: list[SkippedEntryLog] = field(default_factory=list)  # corrupt logs left alone, last pass
+    pass_running: bool = False
+    phase: str = ""                       # what the running pass does now ("ledgers", "entry logs", "compacting 1f")
+    phase_done: int = 0                   # progress within the phase, of phase_total
+    phase_total: int = 0
