@@ -48,6 +48,21 @@ def log_path(ledger_dir: str, log_id: int) -> str:
     return os.path.join(ledger_dir, "current", f"{log_id:x}.log")
 
 
+def encode_log_header(map_offset: int = 0, ledgers_count: int = 0) -> bytes:
+    """The 1024-byte header of an entry log (map offset 0: not finished yet)."""
+    return _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, map_offset, ledgers_count).ljust(LOG_HEADER_SIZE, b"\0")
+
+
+def _log_id_in(name: str) -> int | None:
+    """The log id a file of ``current/`` holds: ``<id>.log``, or a compaction's ``<id>.log.compacting``
+    and ``<id>.log.<old id>.compacted`` (their ids are taken too, so the writer never reuses them)."""
+    head, dot, _ = name.partition(".log")
+    try:
+        return int(head, 16) if dot else None
+    except ValueError:
+        return None
+
+
 class EntryLogger:
     """Appends framed batches to the current entry log and reads records back by location."""
 
@@ -77,6 +92,8 @@ class EntryLogger:
         self._chunk_starts: list[int] = []  # file offset of each chunk
         self._buffered = 0
         self.writable_dirs = list(ledger_dirs)
+        self._reserved_id = -1  # the last id handed to a log written beside this one (compaction)
+        self._removed: set[int] = set()  # ids of logs removed while the bookie runs (never reused)
         self._open_new_log(self._last_id() + 1)
         self._writer = threading.Thread(target=self._write_behind, name="EntryLogWriter", daemon=True)
         self._writer.start()
@@ -85,6 +102,8 @@ class EntryLogger:
     def _last_id(self) -> int:
         last = max(self._paths, default=-1)
         for ledger_dir in self.ledger_dirs:
+            ids = (_log_id_in(name) for name in os.listdir(os.path.join(ledger_dir, "current")))
+            last = max([last, *(i for i in ids if i is not None)])
             try:
                 with open(os.path.join(ledger_dir, "current", "lastId")) as f:
                     last = max(last, int(f.read().strip() or "-1", 16))
@@ -100,13 +119,16 @@ class EntryLogger:
         ledger_dir = self._pick_dir()
         path = log_path(ledger_dir, log_id)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        header = _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, 0, 0).ljust(LOG_HEADER_SIZE, b"\0")
-        os.pwrite(self.fd, header, 0)
+        os.pwrite(self.fd, encode_log_header(), 0)
         self.log_id = log_id
         self._paths[log_id] = path
         self._flushed = LOG_HEADER_SIZE  # bytes of the current log already written to the file
         self._chunks, self._chunk_starts, self._buffered = [], [], 0
         self._ledgers_map = {}
+        self._write_last_id(ledger_dir, log_id)
+
+    @staticmethod
+    def _write_last_id(ledger_dir: str, log_id: int) -> None:
         with open(os.path.join(ledger_dir, "current", "lastId"), "w") as f:
             f.write(f"{log_id:x}")
             f.flush()
@@ -119,6 +141,47 @@ class EntryLogger:
     def log_ids(self) -> list[int]:
         with self._lock:
             return sorted(self._paths)
+
+    # -- logs written or removed beside the current one (compaction, GC) ----------------------------
+    def reserve_log_id(self, ledger_dir: str) -> int:
+        """A fresh log id for a log another writer makes (compaction); kept in lastId so no restart
+        reuses it (BookKeeper's EntryLoggerAllocator hands out compaction log ids the same way)."""
+        with self._lock:
+            self._reserved_id = max(self.log_id, self._reserved_id) + 1
+            self._write_last_id(ledger_dir, self._reserved_id)
+            return self._reserved_id
+
+    def path_of(self, log_id: int) -> str | None:
+        with self._lock:
+            return self._paths.get(log_id)
+
+    def add_log(self, log_id: int, path: str, read_fd: int | None = None) -> None:
+        """Serve reads of ``log_id`` from ``path`` (or from ``read_fd``, which survives renames)."""
+        with self._lock:
+            self._paths[log_id] = path
+            if read_fd is not None:
+                self._read_fds[log_id] = read_fd
+
+    def remove_log(self, log_id: int) -> None:
+        """Delete a finished log. A reader that looked up a location in it before finds it gone
+        (``was_removed``) and looks the entry up again."""
+        with self._lock:
+            if log_id == self.log_id:
+                raise ValueError(f"entry log {log_id:x}.log is being written: it cannot be removed")
+            fd = self._read_fds.pop(log_id, None)
+            if fd is not None:
+                os.close(fd)
+            path = self._paths.pop(log_id, None)
+            self._removed.add(log_id)
+        if path is not None:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def was_removed(self, log_id: int) -> bool:
+        with self._lock:
+            return log_id in self._removed
 
     # -- writing ---------------------------------------------------------------------------------
     def add_framed(self, ledger: LedgerId, blob) -> int:
@@ -206,7 +269,7 @@ class EntryLogger:
         """Finish the current log (buffer, ledgers map, header, fsync) and start the next one."""
         with self._lock:
             self._finish_current()
-            self._open_new_log(self.log_id + 1)
+            self._open_new_log(max(self.log_id, self._reserved_id) + 1)
             log.info("entry log rolled to %x.log", self.log_id)
 
     def _finish_current(self) -> None:
