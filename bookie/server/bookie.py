@@ -23,6 +23,7 @@ from bookie.exceptions import (BadRequestException, BookieException, JournalExce
                                TooManyRequestsException)
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
+from bookie.server.compactor import TransactionalEntryLogCompactor
 from bookie.server.cookie import Cookie, check_cookies
 from bookie.server.index import MAX_ENTRY_ID
 from bookie.server.journal import Journal, journal_path, list_journal_ids
@@ -59,6 +60,7 @@ class Bookie:
         self._check_directories()
         self.cookie = check_cookies(self.conf, instance_id, registered_cookie)
         self.storage = InterleavedLedgerStorage(self.conf, self.ledger_dirs, self.conf.index_dirs)
+        TransactionalEntryLogCompactor(self.storage, self.conf).clean_up_and_recover()  # a compaction cut short
         self.journals = [Journal(d, self.conf, i) for i, d in enumerate(self.journal_dirs)]
         self._replay()
         for journal in self.journals:

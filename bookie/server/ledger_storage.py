@@ -228,6 +228,17 @@ class InterleavedLedgerStorage:
 
     def _read_window(self, ledger: LedgerId, first: int, last: int, budget: int, step: int,
                      parts: list) -> tuple[int, int, int]:
+        """``_read_window_once``, looked up again when compaction removed a log it had located entries in
+        (between the lookup and the read: the index points at the entries' copies by then)."""
+        while True:
+            mark = len(parts)
+            try:
+                return self._read_window_once(ledger, first, last, budget, step, parts)
+            except _LogRemoved:
+                del parts[mark:]
+
+    def _read_window_once(self, ledger: LedgerId, first: int, last: int, budget: int, step: int,
+                          parts: list) -> tuple[int, int, int]:
         """Append the framed entries stored at ids ``first, first + step, ...`` up to ``last`` (up to
         ``budget`` bytes) to ``parts``; returns (entries, bytes, last entry id covered)."""
         with self.lock:
@@ -266,6 +277,8 @@ class InterleavedLedgerStorage:
             span = self.entry_logger.read_span(log_id, int(offs[0]) - entry_format.FRAME_LEN, int(offs[-1]) - entry_format.FRAME_LEN)
             last_record = self.entry_logger.read_record((log_id << 32) | int(offs[-1]))
         except (EntryLogCorruptedException, OSError) as exc:
+            if self.entry_logger.was_removed(log_id):
+                raise _LogRemoved(log_id) from None
             raise EntryCorruptedException(f"ledger {ledger} entries {ids[0]}..{ids[-1]}: {exc}") from None
         tail = entry_format.FRAME.pack(len(last_record)) + last_record
         if len(ids) == 1:
@@ -315,6 +328,10 @@ class InterleavedLedgerStorage:
             self.flush()
             self.entry_logger.shutdown()
             self.index.close()
+
+
+class _LogRemoved(Exception):
+    """A range read located entries in a log that compaction removed before the read: look again."""
 
 
 def _first_wanted(entry_id: int, step: int, offset: int) -> int:

@@ -19,3 +19,12 @@ def pwritev_all(fd: int, buffers: list, pos: int) -> int:
             if batch and n:
                 batch[0] = batch[0][n:]
     return pos
+
+
+def fsync_dir(path: str) -> None:
+    """Make the directory's entries durable (files created, renamed or removed in it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,380 @@
+"""Entry-log compaction: live entries of a mostly-dead log copied to a new log, transactionally
+(BookKeeper's TransactionalEntryLogCompactor, AbstractLogCompactor and its Throttler).
+
+One compaction of log ``O`` into a new log ``N`` (ids from the entry logger's sequence):
+
+1. the live entries of ``O`` (ledgers still in its metadata, whose index location still points at
+   that very record) are copied, runs of records at a time, to ``<N>.log.compacting``: a header,
+   the records, a ledgers map, then fsync;
+2. rename to ``<N>.log.<O>.compacted`` and fsync the directory: the commit point;
+3. the index is repointed at ``N`` (only entries that still point into ``O``: an entry written
+   again meanwhile keeps its newer location) and flushed durably;
+4. ``O`` is deleted, then ``N`` gets its final name ``<N>.log``.
+
+``O`` is deleted *before* the final rename (BookKeeper renames first): a crash between the two then
+leaves ``.compacted``, which recovery finishes, instead of an ``O.log`` that nothing marks as
+compacted and that would stay behind as a second copy of its live entries.
+
+``clean_up_and_recover`` (at bookie start and at the start of each GC pass) rolls back a
+``.compacting`` file (deleted: ``O`` is untouched) and rolls forward a ``.compacted`` one (steps 3
+and 4 again; repointing is idempotent). A crash at any moment leaves every live entry readable
+exactly once, and no compaction file behind.
+
+Readers never miss an entry: logs are removed under the storage lock, and a range read that looked
+up a location in a log removed before it read it looks the entries up again (ledger_storage).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+
+from bookie.exceptions import EntryLogCorruptedException
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format
+from bookie.server.entry_log_metadata import EntryLogMetadata
+from bookie.server.entry_logger import (LOG_HEADER_SIZE, encode_ledgers_map, encode_log_header, log_path,
+                                        scan_entry_log)
+from bookie.server.ledger_storage import InterleavedLedgerStorage, _gather_be
+from bookie.util.io import fsync_dir, pwritev_all
+
+log = logging.getLogger(__name__)
+
+COMPACTING_SUFFIX = ".compacting"
+COMPACTED_SUFFIX = ".compacted"
+READ_WINDOW_BYTES = 8 << 20  # old-log bytes read at a time (a window always holds its largest record)
+# Test seam: a bookie started with this variable set to a step name stops itself (SIGSTOP) at that
+# step of its next compaction, so a test can SIGKILL it there. Unset in production.
+STOP_AT_ENV = "BK_COMPACTION_STOP_AT"
+STEPS = ("copying", "compacting_written", "compacted", "index_flushed", "old_log_deleted", "done")
+
+
+def compacting_name(new_id: int) -> str:
+    return f"{new_id:x}.log{COMPACTING_SUFFIX}"
+
+
+def compacted_name(new_id: int, old_id: int) -> str:
+    return f"{new_id:x}.log.{old_id:x}{COMPACTED_SUFFIX}"
+
+
+def logs_to_compact(metas: Iterable[EntryLogMetadata], threshold: float) -> list[EntryLogMetadata]:
+    """The logs one compaction round takes (GarbageCollectorThread.doCompactEntryLogs): usage under
+    ``threshold``, emptiest first. A threshold <= 0 disables the round; a log with no live ledger is
+    not compacted but deleted by entry-log GC."""
+    if threshold <= 0:
+        return []
+    chosen = [m for m in metas if not m.is_empty and m.total_size > 0 and m.usage < threshold]
+    return sorted(chosen, key=lambda m: (m.usage, m.entry_log_id))
+
+
+class Throttler:
+    """Token bucket over entries/s, or bytes/s with ``isThrottleByBytes`` (AbstractLogCompactor.Throttler).
+
+    ``acquire(entries, nbytes)`` takes the copy's cost and blocks until the rate allows it. The bucket
+    holds at most one second of budget, so an idle compactor does not earn a burst.
+    """
+
+    def __init__(self, by_bytes: bool, rate: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        if rate <= 0:
+            raise ValueError(f"compaction rate must be positive, got {rate}")
+        self.by_bytes = by_bytes
+        self.rate = float(rate)
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = self.rate
+        self._last = clock()
+
+    @classmethod
+    def from_conf(cls, conf, **kwargs) -> "Throttler":
+        by_bytes = conf["isThrottleByBytes"]
+        return cls(by_bytes, conf["compactionRateByBytes"] if by_bytes else conf["compactionRateByEntries"], **kwargs)
+
+    def wait_time(self, cost: float) -> float:
+        """Seconds ``cost`` must wait (0 if the bucket holds it); takes the cost from the bucket."""
+        now = self._clock()
+        self._tokens = min(self.rate, self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        self._tokens -= cost
+        return -self._tokens / self.rate if self._tokens < 0 else 0.0
+
+    def acquire(self, entries: int, nbytes: int) -> None:
+        delay = self.wait_time(nbytes if self.by_bytes else entries)
+        if delay > 0:
+            self._sleep(delay)
+
+
+@dataclass(frozen=True)
+class RecoveryStep:
+    """What ``clean_up_and_recover`` does with one compaction file of ``current/``."""
+    kind: str  # "roll_back": delete the unfinished copy; "roll_forward": finish the compaction
+    name: str
+    new_id: int
+    old_id: int | None = None
+
+
+def recovery_plan(names: Iterable[str]) -> list[RecoveryStep]:
+    """The recovery steps the files of one ``current/`` directory call for (other files: nothing).
+
+    ``<N>.log.compacting``: the copy may be incomplete, and nothing points at it: delete it; the old
+    log was never touched. ``<N>.log.<O>.compacted``: the copy is complete and durable: repoint the
+    index entries still in ``O`` (idempotent), delete ``O`` if still there, rename to ``<N>.log``.
+    """
+    steps = []
+    for name in sorted(names):
+        head, _, tail = name.partition(".log")
+        try:
+            if tail == COMPACTING_SUFFIX:
+                steps.append(RecoveryStep("roll_back", name, int(head, 16)))
+            elif tail.startswith(".") and tail.endswith(COMPACTED_SUFFIX):
+                old = tail[1: -len(COMPACTED_SUFFIX)]
+                steps.append(RecoveryStep("roll_forward", name, int(head, 16), int(old, 16)))
+        except ValueError:
+            log.warning("compaction recovery: %s is not a compaction file name; left alone", name)
+    return steps
+
+
+@dataclass
+class _LiveEntries:
+    """The live records of one log, sorted by offset: parallel arrays, one row per record."""
+    ledgers: list[LedgerId]
+    ledger_index: np.ndarray  # index into ``ledgers``
+    entry_ids: np.ndarray
+    offsets: np.ndarray  # record offsets in the old log (just after the size int)
+
+
+class TransactionalEntryLogCompactor:
+    def __init__(self, storage: InterleavedLedgerStorage, conf, throttler: Throttler | None = None):
+        self.storage = storage
+        self.entry_logger = storage.entry_logger
+        self.max_record = conf["nettyMaxFrameSizeBytes"]
+        self.throttler = throttler or Throttler.from_conf(conf)
+        self._stop_at = os.environ.get(STOP_AT_ENV)
+        self._lock = threading.Lock()  # one compaction at a time (BookKeeper's is single-threaded too)
+
+    def _step(self, name: str) -> None:
+        if name == self._stop_at:
+            log.warning("compaction stops at step %s (%s is set)", name, STOP_AT_ENV)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    # -- compaction ---------------------------------------------------------------------------------
+    def compact(self, meta: EntryLogMetadata) -> int:
+        """Compact one finished log; returns the bytes reclaimed (old size - new size)."""
+        with self._lock:
+            old_id = meta.entry_log_id
+            old_path = self.entry_logger.path_of(old_id)
+            if old_path is None:
+                raise EntryLogCorruptedException(f"entry log {old_id:x}.log does not exist")
+            if old_id == self.entry_logger.log_id:
+                raise ValueError(f"entry log {old_id:x}.log is being written: it cannot be compacted")
+            current = os.path.dirname(old_path)
+            live = self._live_entries(old_id, meta.ledgers)
+            if not len(live.entry_ids):  # nothing live: no copy to make
+                old_size = os.path.getsize(old_path)
+                with self.storage.lock:
+                    self.entry_logger.remove_log(old_id)
+                fsync_dir(current)
+                log.info("entry log %x.log holds no live entry: deleted, %d bytes reclaimed", old_id, old_size)
+                return old_size
+            new_id = self.entry_logger.reserve_log_id(os.path.dirname(current))
+            compacting = os.path.join(current, compacting_name(new_id))
+            try:
+                new_offsets, new_size = self._copy(old_path, compacting, live)
+            except Exception:  # a failed copy leaves nothing (a kill leaves it to clean_up_and_recover)
+                _unlink(compacting)
+                raise
+            compacted = os.path.join(current, compacted_name(new_id, old_id))
+            os.rename(compacting, compacted)
+            fsync_dir(current)
+            self._step("compacted")
+            old_size = os.path.getsize(old_path)
+            # Readers reach N through an fd opened now, which survives the final rename.
+            self.entry_logger.add_log(new_id, compacted, os.open(compacted, os.O_RDONLY))
+            groups = _by_ledger(live, (new_id << 32) | new_offsets)
+            self._finish(old_id, new_id, compacted, groups)
+            log.info("compacted entry log %x.log into %x.log: %d live entries, %d bytes reclaimed",
+                     old_id, new_id, len(live.entry_ids), old_size - new_size)
+            return old_size - new_size
+
+    def _live_entries(self, old_id: int, ledgers: Iterable[LedgerId]) -> _LiveEntries:
+        """Entries of ``ledgers`` whose index location is a record of log ``old_id``."""
+        kept: list[LedgerId] = []
+        idx, ids, offs = [], [], []
+        with self.storage.lock:
+            for ledger in ledgers:
+                state = self.storage.descriptor(ledger)
+                if state is None or state.last_entry_id < 0:
+                    continue
+                locs = self.storage.cache.get_range(ledger, 0, state.last_entry_id)
+                here = np.flatnonzero((locs >> 32) == old_id)
+                if len(here):
+                    idx.append(np.full(len(here), len(kept), dtype=np.int64))
+                    ids.append(here)
+                    offs.append(locs[here] & 0xFFFFFFFF)
+                    kept.append(ledger)
+        if not kept:
+            empty = np.zeros(0, dtype=np.int64)
+            return _LiveEntries([], empty, empty, empty)
+        offsets = np.concatenate(offs)
+        order = np.argsort(offsets, kind="stable")
+        return _LiveEntries(kept, np.concatenate(idx)[order], np.concatenate(ids)[order], offsets[order])
+
+    def _copy(self, old_path: str, new_path: str, live: _LiveEntries) -> tuple[np.ndarray, int]:
+        """Write the live records to ``new_path`` as a finished, fsynced entry log; returns the records'
+        offsets in it and its size. Reads the old log a window at a time; each window's live records go
+        out as runs of back-to-back records, one write for the window."""
+        src = os.open(old_path, os.O_RDONLY)
+        dst = os.open(new_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.pwrite(dst, encode_log_header(), 0)
+            pos = LOG_HEADER_SIZE
+            new_offsets = np.zeros(len(live.offsets), dtype=np.int64)
+            sizes_out = np.zeros(len(live.offsets), dtype=np.int64)
+            window = max(READ_WINDOW_BYTES, self.max_record + entry_format.FRAME_LEN)
+            i, n = 0, len(live.offsets)
+            while i < n:
+                start = int(live.offsets[i]) - entry_format.FRAME_LEN
+                buf = os.pread(src, window, start)
+                k, sizes, runs = self._window_records(buf, start, live, i, old_path)
+                pos_before = pos
+                pos = pwritev_all(dst, [memoryview(buf)[a:b] for a, b in runs], pos)
+                framed = sizes + entry_format.FRAME_LEN
+                new_offsets[i: i + k] = pos_before + np.cumsum(framed) - sizes
+                sizes_out[i: i + k] = framed
+                self.throttler.acquire(k, pos - pos_before)
+                i += k
+                self._step("copying")
+            per_ledger = np.bincount(live.ledger_index, weights=sizes_out, minlength=len(live.ledgers))
+            ledgers_map = {ledger: int(size) for ledger, size in zip(live.ledgers, per_ledger)}
+            map_offset = pos
+            pos = pwritev_all(dst, [encode_ledgers_map(ledgers_map)], pos)
+            os.pwrite(dst, encode_log_header(map_offset, len(ledgers_map)), 0)
+            os.fsync(dst)
+        finally:
+            os.close(src)
+            os.close(dst)
+        self._step("compacting_written")
+        return new_offsets, pos
+
+    def _window_records(self, buf: bytes, start: int, live: _LiveEntries, i: int, path: str):
+        """The live records from row ``i`` on that lie whole in ``buf`` (old-log bytes from ``start``):
+        (how many, their sizes, byte ranges of ``buf`` to copy: runs of back-to-back records).
+        Sizes and ids are checked with numpy gathers; a record that is not what the index says stops
+        the compaction (the log is left as it is)."""
+        data = np.frombuffer(buf, dtype=np.uint8)
+        rel = live.offsets[i:] - start
+        rel = rel[rel + entry_format.V1_HEADER_LEN <= len(buf)]
+        sizes = _gather_be(data, rel - entry_format.FRAME_LEN, 4).astype(np.int64)
+        bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (sizes > self.max_record))
+        whole = int(np.searchsorted(rel + sizes, len(buf), side="right"))
+        if len(bad) and bad[0] <= whole:
+            k = int(bad[0])
+            raise EntryLogCorruptedException(f"{path}: record at offset {start + rel[k]} has bad size {sizes[k]}")
+        if whole == 0:
+            raise EntryLogCorruptedException(f"{path}: record at offset {start + entry_format.FRAME_LEN} is cut short")
+        rel, sizes = rel[:whole], sizes[:whole]
+        self._check_ids(data, rel, live, i, path, start)
+        begins, ends = rel - entry_format.FRAME_LEN, rel + sizes
+        breaks = np.flatnonzero(begins[1:] != ends[:-1]) + 1
+        run_begins = begins[np.concatenate(([0], breaks))]
+        run_ends = ends[np.concatenate((breaks - 1, [whole - 1]))]
+        return whole, sizes, list(zip(run_begins.tolist(), run_ends.tolist()))
+
+    @staticmethod
+    def _check_ids(data: np.ndarray, rel: np.ndarray, live: _LiveEntries, i: int, path: str, start: int) -> None:
+        k = len(rel)
+        ledger_rows = live.ledger_index[i: i + k]
+        scopes = np.array([lid.scope_id for lid in live.ledgers], dtype=np.int64)[ledger_rows]
+        lids = np.array([lid.ledger_id for lid in live.ledgers], dtype=np.int64)[ledger_rows]
+        id_at = rel + np.where(scopes != 0, 1 + 8, 0)  # v2 records: flags byte and scope first
+        wrong = np.flatnonzero((_gather_be(data, id_at, 8) != lids)
+                               | (_gather_be(data, id_at + 8, 8) != live.entry_ids[i: i + k]))
+        if len(wrong):
+            j = int(wrong[0])
+            raise EntryLogCorruptedException(
+                f"{path}: record at offset {start + rel[j]} is not ledger {live.ledgers[ledger_rows[j]]} entry "
+                f"{live.entry_ids[i + j]}, which the index puts there")
+
+    def _finish(self, old_id: int, new_id: int, compacted: str,
+                groups: dict[LedgerId, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Steps 3 and 4, from the commit point on (also recovery's roll forward)."""
+        with self.storage.lock:
+            self._repoint(old_id, groups)
+            self.storage.flush()  # entry logs, index pages and headers, fsynced
+            self._step("index_flushed")
+            self.entry_logger.remove_log(old_id)
+        current = os.path.dirname(compacted)
+        fsync_dir(current)
+        self._step("old_log_deleted")
+        final = log_path(os.path.dirname(current), new_id)
+        os.rename(compacted, final)
+        fsync_dir(current)
+        self.entry_logger.add_log(new_id, final)
+        self._step("done")
+
+    def _repoint(self, old_id: int, groups: dict[LedgerId, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Point each entry still located in ``old_id`` at its copy (caller holds the storage lock)."""
+        cache = self.storage.cache
+        for ledger, (eids, new_locs) in groups.items():
+            if self.storage.descriptor(ledger) is None:
+                continue  # deleted meanwhile
+            lo = int(eids.min())
+            current = cache.get_range(ledger, lo, int(eids.max()))[eids - lo]
+            still = (current >> 32) == old_id
+            if still.any():
+                cache.put(ledger, eids[still], new_locs[still])
+
+    # -- recovery -----------------------------------------------------------------------------------
+    def clean_up_and_recover(self) -> list[RecoveryStep]:
+        """Finish or roll back every compaction a crash interrupted (AbstractLogCompactor.cleanUpAndRecover)."""
+        done = []
+        with self._lock:
+            for ledger_dir in self.entry_logger.ledger_dirs:
+                current = os.path.join(ledger_dir, "current")
+                for step in recovery_plan(os.listdir(current)):
+                    path = os.path.join(current, step.name)
+                    if step.kind == "roll_back":
+                        log.info("compaction recovery: %s was not finished; deleted", path)
+                        _unlink(path)
+                        fsync_dir(current)
+                    else:
+                        log.info("compaction recovery: finishing %s (entry log %x.log into %x.log)",
+                                 path, step.old_id, step.new_id)
+                        self.entry_logger.add_log(step.new_id, path)
+                        self._finish(step.old_id, step.new_id, path, _groups_of_log(path, step.new_id))
+                    done.append(step)
+        return done
+
+
+def _by_ledger(live: _LiveEntries, new_locs: np.ndarray) -> dict[LedgerId, tuple[np.ndarray, np.ndarray]]:
+    """Entry ids and new locations per ledger."""
+    order = np.argsort(live.ledger_index, kind="stable")
+    rows = live.ledger_index[order]
+    cuts = np.flatnonzero(np.diff(rows)) + 1
+    return {live.ledgers[int(part[0])]: (live.entry_ids[sel], new_locs[sel])
+            for part, sel in zip(np.split(rows, cuts), np.split(order, cuts)) if len(part)}
+
+
+def _groups_of_log(path: str, log_id: int) -> dict[LedgerId, tuple[np.ndarray, np.ndarray]]:
+    """Entry ids and locations per ledger of a compacted log, from its records (recovery only)."""
+    found: dict[LedgerId, tuple[list, list]] = {}
+    for offset, entry in scan_entry_log(path):
+        scope, lid, eid, _ = entry_format.peek_ids(entry, 0)
+        ids, locs = found.setdefault(LedgerId(scope, lid), ([], []))
+        ids.append(eid)
+        locs.append((log_id << 32) | offset)
+    return {ledger: (np.array(ids, dtype=np.int64), np.array(locs, dtype=np.int64))
+            for ledger, (ids, locs) in found.items()}
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
