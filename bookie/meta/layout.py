@@ -81,3 +81,15 @@ def parse_ledger_path(root: str, path: str) -> LedgerId:
         q = "".join(parts[1:])
         return LedgerId.from_qualified_name(q)
     return LedgerId(0, int("".join(parts)))
+
+
+def under_replicated_ledger_path(ledger_id: int) -> str:
+    """Where the auditor marks a ledger under-replicated, relative to the root
+    (ZkLedgerUnderreplicationManager: four levels of 16 id bits, then ``urL%010d``)."""
+    levels = [f"{(ledger_id >> shift) & 0xFFFF:04x}" for shift in (48, 32, 16, 0)]
+    return "/".join([UNDER_REPLICATION_NODE, "ledgers", *levels, f"urL{ledger_id:010d}"])
+
+
+def under_replication_lock_path(ledger_id: int) -> str:
+    """The lock a replication worker holds while it re-replicates a ledger, relative to the root."""
+    return f"{UNDER_REPLICATION_NODE}/locks/urL{ledger_id:010d}"

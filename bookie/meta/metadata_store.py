@@ -25,6 +25,16 @@ class Versioned(Generic[T]):
     mtime: int = 0  # when it last changed (ms since the epoch), where the store knows it
 
 
+@dataclass(frozen=True)
+class LedgerRange:
+    """One listing of the ledger tree (BookKeeper's LedgerRange): the ledgers of ``scope_id`` whose ids
+    fall in ``[start, end]`` are exactly ``ledgers`` at the time of the listing."""
+    scope_id: int
+    start: int
+    end: int
+    ledgers: frozenset[int]
+
+
 class MetadataStore(abc.ABC):
     root: str  # where the cluster's metadata lives (``/ledgers``), for messages
     # -- cluster -------------------------------------------------------------------------------------
@@ -59,6 +69,20 @@ class MetadataStore(abc.ABC):
 
         Safe for GC: any error while listing raises; a listing is never silently cut short.
         """
+
+    @abc.abstractmethod
+    def ledger_ranges(self, scope_id: int = 0) -> Iterator[LedgerRange]:
+        """The ranges of a scope's ledger tree in increasing id order (BookKeeper's LedgerRangeIterator),
+        one listing each. Ids between two ranges, or past the last, belong to no ledger of the scope.
+        Any error raises: a range is never skipped or cut short."""
+
+    @abc.abstractmethod
+    def scopes(self) -> list[int]:
+        """The scopes (other than 0) that have ledgers, or had some."""
+
+    @abc.abstractmethod
+    def sync(self) -> None:
+        """Make the reads that follow see every change completed before this call (ZooKeeper's sync)."""
 
     @abc.abstractmethod
     def watch_ledger(self, ledger: LedgerId, callback: Callable[[Versioned[LedgerMetadata] | None], None]) -> Callable[[], None]:

@@ -22,9 +22,11 @@ from bookie.exceptions import (BadRequestException, BookieException, JournalExce
                                LedgerFencedException, NoEntryException, ReadOnlyException,
                                TooManyRequestsException)
 from bookie.ledger_id import LedgerId
+from bookie.meta.metadata_store import MetadataStore
 from bookie.proto import entry_format
 from bookie.server.compactor import TransactionalEntryLogCompactor
 from bookie.server.cookie import Cookie, check_cookies
+from bookie.server.garbage_collector import GarbageCollectorThread
 from bookie.server.index import MAX_ENTRY_ID
 from bookie.server.journal import Journal, journal_path, list_journal_ids
 from bookie.server.journal_scanner import ScanResult, scan_journal
@@ -45,6 +47,7 @@ class Bookie:
         self.journals: list[Journal] = []
         self.sync_thread: SyncThread | None = None
         self.dirs_monitor: LedgerDirsMonitor | None = None
+        self.garbage_collector: GarbageCollectorThread | None = None
         self.cookie: Cookie | None = None
         self.replayed: list[ScanResult] = []
         self.running = False
@@ -56,7 +59,10 @@ class Bookie:
         self._max_entry = conf["nettyMaxFrameSizeBytes"]
 
     # -- life cycle --------------------------------------------------------------------------------
-    def start(self, instance_id: str | None = None, registered_cookie: Cookie | None = None) -> "Bookie":
+    def start(self, instance_id: str | None = None, registered_cookie: Cookie | None = None,
+              metadata_store: MetadataStore | None = None) -> "Bookie":
+        """Start the engine; with ``metadata_store`` (a bookie of a cluster) the garbage collector runs too:
+        without the metadata nothing can tell a deleted ledger from a live one."""
         self._check_directories()
         self.cookie = check_cookies(self.conf, instance_id, registered_cookie)
         self.storage = InterleavedLedgerStorage(self.conf, self.ledger_dirs, self.conf.index_dirs)
@@ -72,8 +78,13 @@ class Bookie:
         self.sync_thread.checkpoint()
         self.sync_thread.start()
         self.dirs_monitor = LedgerDirsMonitor(self.conf, self.ledger_dirs, self._on_disk_state)
+        if metadata_store is not None:
+            self.garbage_collector = GarbageCollectorThread(self.conf, self.storage, metadata_store,
+                                                            self.conf.bookie_id, self.sync_thread.checkpoint)
         self.dirs_monitor.check()
         self.dirs_monitor.start()
+        if self.garbage_collector is not None:
+            self.garbage_collector.start()
         self.running = True
         log.info("bookie started: journals %s, ledger dirs %s", self.journal_dirs, self.ledger_dirs)
         return self
@@ -98,6 +109,8 @@ class Bookie:
         if not self.running:
             return
         self.running = False
+        if self.garbage_collector is not None:
+            self.garbage_collector.shutdown()
         self.dirs_monitor.shutdown()
         self.sync_thread.shutdown()
         for journal in self.journals:
@@ -239,6 +252,8 @@ class Bookie:
             log.error("ledger disks are full and readOnlyModeEnabled=false: refusing all adds")
         log.warning("bookie is now %s", "read-only" if self.read_only else "writable")
         self.storage.entry_logger.writable_dirs = [d for d in self.ledger_dirs if d not in self.dirs_monitor.full]
+        if self.garbage_collector is not None:
+            self.garbage_collector.on_disk_state(full)
         for listener in self._state_listeners:
             listener(self.read_only)
 

@@ -59,7 +59,7 @@ class BookieServer:
         self.store = ZKMetadataStore(conf["metadataServiceUri"], conf["zkTimeout"])
         instance_id = self.store.instance_id()
         registered = read_registered_cookie(self.store, self.bookie_id)
-        self.bookie = Bookie(conf).start(instance_id, registered.value if registered else None)
+        self.bookie = Bookie(conf).start(instance_id, registered.value if registered else None, self.store)
         if registered is None:
             write_registered_cookie(self.store, self.bookie_id, self.bookie.cookie, None)
         limit = conf["nettyMaxFrameSizeBytes"]

@@ -85,11 +85,19 @@ OPTIONS: dict[str, Option] = {
     "maxPendingAddRequestsPerThread": _o("int", 10000, "queued adds before ETOOMANYREQUESTS", 1),
     "nettyMaxFrameSizeBytes": _o("int", 5242880, "largest request", 1024),
     # GC and compaction
-    "gcWaitTime": _o("int", 600000, "GC interval, ms"),
+    "gcWaitTime": _o("int", 600000, "GC interval, ms", 1),
     "minorCompactionThreshold": _o("float", 0.2, "minor compaction usage threshold"),
     "minorCompactionInterval": _o("int", 3600, "minor compaction interval, s"),
     "majorCompactionThreshold": _o("float", 0.8, "major compaction usage threshold"),
     "majorCompactionInterval": _o("int", 86400, "major compaction interval, s"),
+    "verifyMetadataOnGc": _o("bool", False, "re-read a ledger's metadata before GC deletes it; delete only on "
+                             "'no such ledger'"),
+    "gcOverreplicatedLedgerWaitTime": _o("int", 86400000, "interval of the over-replicated ledger check, ms "
+                                         "(CLOSED ledgers whose ensembles never include this bookie)", 0),
+    "isForceGCAllowWhenNoSpace": _o("bool", False, "disks full: force GC and compaction every gcWaitTime "
+                                    "(false: compaction is suspended until space comes back)"),
+    "gcMetadataOpRateLimit": _o("int", 1000, "metadata reads per second GC makes (verify and over-replication "
+                                "checks)", 1),
     # Compaction throttle (AbstractLogCompactor.Throttler): entries/s, or bytes/s with isThrottleByBytes
     "compactionRateByEntries": _o("int", 1000, "entries copied per second by compaction", 1),
     "compactionRateByBytes": _o("int", 1000000, "bytes copied per second by compaction (isThrottleByBytes)", 1),

@@ -6,10 +6,18 @@ as the ledgers it holds are deleted; a log whose ledgers are all gone is deleted
 """
 from __future__ import annotations
 
+import mmap
+import os
+import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
+from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format
+from bookie.server.entry_logger import _HEADER, LOG_HEADER_SIZE, LOG_MAGIC, decode_ledgers_map
 
 
 @dataclass
@@ -42,3 +50,71 @@ class EntryLogMetadata:
     @property
     def is_empty(self) -> bool:
         return not self.ledgers
+
+
+def extract_entry_log_metadata(log_id: int, path: str, max_record: int) -> EntryLogMetadata:
+    """What the log at ``path`` holds, from its ledgers map, or by scanning it when it has none (the log
+    being written when the bookie was killed). EntryLogCorruptedException, naming the file and the
+    reason, when it cannot be told: GC then leaves the log alone (its live entries are never declared
+    gone). An empty file (a crash right after its creation) holds nothing.
+    """
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return EntryLogMetadata(log_id)
+        header = f.read(LOG_HEADER_SIZE)
+        if len(header) < LOG_HEADER_SIZE or header[:4] != LOG_MAGIC:
+            raise EntryLogCorruptedException(f"{path}: bad header (no BKLO entry log header in {len(header)} bytes)")
+        _, _, map_offset, count = _HEADER.unpack_from(header, 0)
+        if map_offset == 0:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _scan(log_id, path, data, max_record)
+        if not LOG_HEADER_SIZE <= map_offset < size or count < 0:
+            raise EntryLogCorruptedException(f"{path}: impossible header: ledgers map at offset {map_offset} "
+                                             f"({count} ledgers) in a file of {size} bytes")
+        f.seek(map_offset)
+        raw = f.read()
+    try:
+        ledgers = decode_ledgers_map(raw, count)
+    except (EntryLogCorruptedException, ValueError, struct.error) as exc:
+        raise EntryLogCorruptedException(f"{path}: ledgers map at offset {map_offset} does not parse: {exc}") from None
+    held = map_offset - LOG_HEADER_SIZE
+    if any(n <= 0 for n in ledgers.values()) or sum(ledgers.values()) > held:
+        raise EntryLogCorruptedException(f"{path}: ledgers map has impossible sizes: {sum(ledgers.values())} bytes "
+                                         f"in a log holding {held}")
+    meta = EntryLogMetadata(log_id)
+    for ledger, nbytes in ledgers.items():
+        meta.add_ledger_size(ledger, nbytes)
+    return meta
+
+
+def _scan(log_id: int, path: str, data: mmap.mmap, max_record: int) -> EntryLogMetadata:
+    """Sum the records of an unfinished log per ledger. The scan ends at zeros up to the end of the file
+    (never written) or at a record cut short by the end of the file (a torn tail: its bytes were never
+    fsynced, so the journal still holds them and replay stored them again elsewhere); any other bad
+    spot is corruption in the middle of the log."""
+    meta = EntryLogMetadata(log_id)
+    end, pos = len(data), LOG_HEADER_SIZE
+    frame = entry_format.FRAME_LEN
+    while pos + frame <= end:
+        (size,) = entry_format.FRAME.unpack_from(data, pos)
+        if size == 0 and not _any_byte(data, pos):
+            return meta  # zeros to the end of the file: nothing was written there
+        if size < entry_format.V1_HEADER_LEN or size > max_record:
+            raise EntryLogCorruptedException(f"{path}: impossible record size {size} at offset {pos}")
+        if pos + frame + size > end:
+            return meta  # torn tail: the last record was cut short
+        if data[pos + frame: pos + frame + 8] == b"\xff" * 8:
+            return meta  # a ledgers map written by a roll that did not patch the header
+        ledger, entry_id, _ = entry_format.peek_meta(data, pos + frame)
+        if entry_id < 0 or ledger.ledger_id < 0:
+            raise EntryLogCorruptedException(f"{path}: record at offset {pos} names ledger {ledger} entry "
+                                             f"{entry_id}, which no entry is")
+        meta.add_ledger_size(ledger, frame + size)
+        pos += frame + size
+    return meta  # at most a size int cut short follows
+
+
+def _any_byte(data: mmap.mmap, pos: int) -> bool:
+    """Whether anything but zeros follows ``pos``."""
+    return bool(np.frombuffer(data, dtype=np.uint8, offset=pos).any())

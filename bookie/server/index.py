@@ -172,17 +172,58 @@ class IndexPersistenceMgr:
             os.close(old.fd)
         return info
 
-    def delete(self, ledger: LedgerId) -> None:
+    def exists(self, ledger: LedgerId) -> bool:
+        """Whether the ledger has an index file (nothing is opened)."""
+        return ledger in self._open or any(os.path.exists(index_path(d, ledger)) for d in self.index_dirs)
+
+    def ledgers(self) -> set[LedgerId]:
+        """Every ledger with an index file, from the directory trees (GC's local snapshot)."""
+        found: set[LedgerId] = set()
+        for index_dir in self.index_dirs:
+            current = os.path.join(index_dir, "current")
+            for dirpath, dirnames, filenames in os.walk(current):
+                rel = os.path.relpath(dirpath, current).split(os.sep)
+                scoped = rel[0] == "scoped"
+                if not scoped and rel != ["."] and len(rel) >= 2:
+                    dirnames.clear()  # scope 0: the files are two levels down
+                for name in filenames:
+                    ledger = _ledger_of_index(rel, name, scoped)
+                    if ledger is not None:
+                        found.add(ledger)
+        return found
+
+    def delete(self, ledger: LedgerId) -> str | None:
+        """Remove the ledger's index file; returns the directory it was in (to fsync), None if it had none."""
         info = self._open.pop(ledger, None)
         if info is not None:
             os.close(info.fd)
+        removed = None
         for index_dir in self.index_dirs:
+            path = index_path(index_dir, ledger)
             try:
-                os.unlink(index_path(index_dir, ledger))
+                os.unlink(path)
+                removed = os.path.dirname(path)
             except FileNotFoundError:
                 pass
+        return removed
 
     def close(self) -> None:
         for info in self._open.values():
             os.close(info.fd)
         self._open.clear()
+
+
+def _ledger_of_index(rel: list[str], name: str, scoped: bool) -> LedgerId | None:
+    """The ledger an index file names, from its place in the tree (None: not an index file of ours)."""
+    if not name.endswith(".idx"):
+        return None
+    try:
+        if scoped:  # scoped/<scope hi>/<scope lo>/<id hi>/<id lo>.idx
+            if len(rel) != 4:
+                return None
+            return LedgerId(int(rel[1] + rel[2], 16), int(rel[3] + name[:-4], 16))
+        if len(rel) != 2:
+            return None
+        return LedgerId(0, int(name[:-4], 16))
+    except ValueError:
+        return None

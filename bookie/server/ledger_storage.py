@@ -22,6 +22,7 @@ from bookie.server.entry_logger import EntryLogCorruptedException, EntryLogger
 from bookie.server.index import (EXPLICIT_LAC_LENGTHS, LAC_METADATA_LENGTH, MAX_ENTRY_ID, MAX_MASTER_KEY_LENGTH,
                                  IndexHeader, IndexPersistenceMgr)
 from bookie.server.ledger_cache import LedgerCache
+from bookie.util.io import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -317,11 +318,36 @@ class InterleavedLedgerStorage:
             for lid in headers:
                 self._ledgers[lid].header_dirty = False
 
-    def delete_ledger(self, ledger: LedgerId) -> None:
+    def active_ledgers(self) -> set[LedgerId]:
+        """Every ledger this bookie stores: in memory (maybe not checkpointed yet) or with an index file."""
         with self.lock:
-            self._ledgers.pop(ledger, None)
-            self.cache.drop(ledger)
-            self.index.delete(ledger)
+            in_memory = set(self._ledgers)
+        return in_memory | self.index.ledgers()
+
+    def ledger_exists(self, ledger: LedgerId) -> bool:
+        with self.lock:
+            return ledger in self._ledgers or self.index.exists(ledger)
+
+    def delete_ledger(self, ledger: LedgerId) -> None:
+        self.delete_ledgers([ledger])
+
+    def delete_ledgers(self, ledgers: list[LedgerId]) -> int:
+        """Forget the ledgers (descriptor, cache pages, index file with master key and fence state), durably:
+        each directory an index file left is fsynced, so a crash does not bring one back. Returns how many
+        had something here. Their entry-log bytes come back through entry-log GC and compaction."""
+        dirs: set[str] = set()
+        found = 0
+        with self.lock:
+            for ledger in ledgers:
+                known = self._ledgers.pop(ledger, None) is not None
+                self.cache.drop(ledger)
+                removed = self.index.delete(ledger)
+                if removed is not None:
+                    dirs.add(removed)
+                found += known or removed is not None
+        for directory in dirs:
+            fsync_dir(directory)
+        return found
 
     def shutdown(self) -> None:
         with self.lock:

@@ -1,0 +1,150 @@
+"""Which of this bookie's ledgers are gone from the metadata store (BookKeeper's ScanAndCompareGarbageCollector).
+
+1. Snapshot the ledgers stored here (in memory and index files) BEFORE listing the metadata. A client
+   creates a ledger's znode before any entry reaches a bookie, so every ledger in the snapshot had its
+   znode before the listing began: absent from the listing means deleted. A ledger created during the
+   scan is not in the snapshot, so it is never judged.
+2. ``sync`` the metadata root, so the ZooKeeper server the listing reads from is not behind the one
+   that saw the create (ZooKeeper serves reads from a possibly lagging follower).
+3. Walk the ledger ranges in id order (one getChildren per leaf, LedgerRangeIterator): a stored
+   ledger with an id in ``(previous range end, range end]`` and not in the range's listing is garbage;
+   past the last range, every stored ledger of the scope is compared too (BookKeeper does the same).
+   Any error (ConnectionLoss, timeout, a failed listing) aborts the whole comparison: nothing is
+   deleted on a partial listing.
+4. ``verifyMetadataOnGc``: each candidate is read again and deleted only on "no such ledger".
+5. Every ``gcOverreplicatedLedgerWaitTime``: a CLOSED ledger whose ensembles never include this bookie
+   (AutoRecovery copied it elsewhere) is deleted, unless it is marked under-replicated or a
+   replication worker holds its lock. (BookKeeper takes that lock itself; AutoRecovery is not built
+   yet, so the marker and lock are only checked.)
+
+The deletion itself is the caller's (``clean``): it checkpoints first, then deletes (see
+GarbageCollectorThread).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from bookie.exceptions import BKException, BKNoSuchLedgerExistsOnMetadataServerException
+from bookie.ledger_id import LedgerId
+from bookie.meta import layout
+from bookie.meta.metadata_store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+class RateLimiter:
+    """At most ``rate`` acquisitions per second (gcMetadataOpRateLimit); ``stop`` ends any wait."""
+
+    def __init__(self, rate: int, stop: threading.Event | None = None):
+        self.interval = 1.0 / rate
+        self._next = time.monotonic()
+        self._stop = stop or threading.Event()
+
+    def acquire(self) -> None:
+        now = time.monotonic()
+        if self._next > now:
+            self._stop.wait(self._next - now)
+        self._next = max(now, self._next) + self.interval
+
+
+@dataclass
+class LedgerScan:
+    """The outcome of one comparison."""
+    garbage: list[LedgerId] = field(default_factory=list)
+    local: int = 0  # ledgers in the local snapshot
+    ranges: int = 0  # metadata ranges listed
+    aborted: str | None = None  # why nothing may be deleted this pass
+
+
+class ScanAndCompareGarbageCollector:
+    def __init__(self, store: MetadataStore, local_ledgers: Callable[[], Iterable[LedgerId]], bookie_id: str, conf,
+                 stop: threading.Event | None = None, after_snapshot: Callable[[], None] | None = None):
+        self.store = store
+        self.local_ledgers = local_ledgers
+        self.bookie_id = bookie_id
+        self.verify_metadata = conf["verifyMetadataOnGc"]
+        self.overreplicated_interval = conf["gcOverreplicatedLedgerWaitTime"] / 1000.0
+        self.limiter = RateLimiter(conf["gcMetadataOpRateLimit"], stop)
+        self.after_snapshot = after_snapshot  # tests hold the scan here (a callable: no setting trips it)
+        self._last_overreplicated = time.monotonic()
+
+    def find_garbage(self) -> LedgerScan:
+        """Ledgers stored here that the metadata no longer has (and over-replicated ones, when due)."""
+        local = sorted(self.local_ledgers())
+        scan = LedgerScan(local=len(local))
+        if self.after_snapshot is not None:
+            self.after_snapshot()
+        if not local:
+            return scan
+        by_scope: dict[int, list[int]] = {}
+        for scope, lid in local:
+            by_scope.setdefault(scope, []).append(lid)
+        present: list[LedgerId] = []
+        try:
+            self.store.sync()
+            for scope, ids in by_scope.items():
+                gone, kept, scan.ranges = self._compare_scope(scope, ids, scan.ranges)
+                scan.garbage += (LedgerId(scope, i) for i in gone)
+                present += (LedgerId(scope, i) for i in kept)
+            if self.verify_metadata:
+                scan.garbage = [ledger for ledger in scan.garbage if self._confirmed_gone(ledger)]
+        except BKException as exc:
+            scan.garbage = []
+            scan.aborted = f"metadata listing failed, no ledger deleted this pass: {exc}"
+            log.warning("GC: %s", scan.aborted)
+            return scan
+        if time.monotonic() - self._last_overreplicated >= self.overreplicated_interval:
+            scan.garbage += self._overreplicated(present)
+            self._last_overreplicated = time.monotonic()
+        return scan
+
+    def _compare_scope(self, scope: int, ids: list[int], ranges: int) -> tuple[list[int], list[int], int]:
+        """(stored ids the metadata lacks, stored ids it has, ranges listed so far) for one scope."""
+        gone: list[int] = []
+        kept: list[int] = []
+        i, n = 0, len(ids)
+        for ledger_range in self.store.ledger_ranges(scope):
+            ranges += 1
+            while i < n and ids[i] <= ledger_range.end:
+                (kept if ids[i] in ledger_range.ledgers else gone).append(ids[i])
+                i += 1
+        gone += ids[i:]  # past the last range: no ledger of the scope has these ids
+        return gone, kept, ranges
+
+    def _confirmed_gone(self, ledger: LedgerId) -> bool:
+        """verifyMetadataOnGc: only "no such ledger" confirms; any other error raises (the pass aborts)."""
+        self.limiter.acquire()
+        try:
+            self.store.read_ledger(ledger)
+        except BKNoSuchLedgerExistsOnMetadataServerException:
+            return True
+        log.info("GC: ledger %s is in the metadata after all (verifyMetadataOnGc): kept", ledger)
+        return False
+
+    def _overreplicated(self, present: list[LedgerId]) -> list[LedgerId]:
+        """CLOSED ledgers whose ensembles never include this bookie. A failed read skips that ledger."""
+        found = []
+        for ledger in present:
+            self.limiter.acquire()
+            try:
+                metadata = self.store.read_ledger(ledger).value
+                if not metadata.is_closed or any(self.bookie_id in bookies for _, bookies in metadata.ensembles):
+                    continue
+                if ledger.scope_id == 0 and self._being_replicated(ledger.ledger_id):
+                    log.info("GC: over-replicated ledger %s is under replication: kept for now", ledger)
+                    continue
+            except BKException as exc:
+                log.warning("GC: over-replication check of ledger %s failed, kept: %s", ledger, exc)
+                continue
+            log.info("GC: ledger %s is CLOSED and no ensemble includes %s: over-replicated, deleted here",
+                     ledger, self.bookie_id)
+            found.append(ledger)
+        return found
+
+    def _being_replicated(self, ledger_id: int) -> bool:
+        return any(self.store.read_node(path) is not None for path in
+                   (layout.under_replicated_ledger_path(ledger_id), layout.under_replication_lock_path(ledger_id)))
