@@ -26,6 +26,7 @@ up a location in a log removed before it read it looks the entries up again (led
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import signal
 import threading
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 COMPACTING_SUFFIX = ".compacting"
 COMPACTED_SUFFIX = ".compacted"
-READ_WINDOW_BYTES = 8 << 20  # old-log bytes read at a time (a window always holds its largest record)
+COPY_CHUNK_BYTES = 8 << 20  # the "copying" test step comes after each this many bytes copied
 # Test seam: a bookie started with this variable set to a step name stops itself (SIGSTOP) at that
 # step of its next compaction, so a test can SIGKILL it there. Unset in production.
 STOP_AT_ENV = "BK_COMPACTION_STOP_AT"
@@ -149,6 +150,13 @@ class _LiveEntries:
     offsets: np.ndarray  # record offsets in the old log (just after the size int)
 
 
+@dataclass
+class _Runs:
+    """Runs of back-to-back live records: the row of each run's first record, and its byte span."""
+    first: np.ndarray
+    spans: np.ndarray  # (n, 2): begin (its first size int) and end of each run in the old log
+
+
 class TransactionalEntryLogCompactor:
     def __init__(self, storage: InterleavedLedgerStorage, conf, throttler: Throttler | None = None):
         self.storage = storage
@@ -227,30 +235,28 @@ class TransactionalEntryLogCompactor:
 
     def _copy(self, old_path: str, new_path: str, live: _LiveEntries) -> tuple[np.ndarray, int]:
         """Write the live records to ``new_path`` as a finished, fsynced entry log; returns the records'
-        offsets in it and its size. Reads the old log a window at a time; each window's live records go
-        out as runs of back-to-back records, one write for the window."""
+        offsets in it and its size. The old log is mapped, not read: sizes and ids are gathered from the
+        pages of the live records only, and runs of back-to-back records are copied by the kernel
+        (copy_file_range), COPY_CHUNK_BYTES at a time between throttle waits."""
         src = os.open(old_path, os.O_RDONLY)
         dst = os.open(new_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
+            with mmap.mmap(src, 0, access=mmap.ACCESS_READ) as mapped:
+                sizes, runs = self._live_records(mapped, live, old_path)
             os.pwrite(dst, encode_log_header(), 0)
-            pos = LOG_HEADER_SIZE
-            new_offsets = np.zeros(len(live.offsets), dtype=np.int64)
-            sizes_out = np.zeros(len(live.offsets), dtype=np.int64)
-            window = max(READ_WINDOW_BYTES, self.max_record + entry_format.FRAME_LEN)
-            i, n = 0, len(live.offsets)
-            while i < n:
-                start = int(live.offsets[i]) - entry_format.FRAME_LEN
-                buf = os.pread(src, window, start)
-                k, sizes, runs = self._window_records(buf, start, live, i, old_path)
-                pos_before = pos
-                pos = pwritev_all(dst, [memoryview(buf)[a:b] for a, b in runs], pos)
-                framed = sizes + entry_format.FRAME_LEN
-                new_offsets[i: i + k] = pos_before + np.cumsum(framed) - sizes
-                sizes_out[i: i + k] = framed
-                self.throttler.acquire(k, pos - pos_before)
-                i += k
-                self._step("copying")
-            per_ledger = np.bincount(live.ledger_index, weights=sizes_out, minlength=len(live.ledgers))
+            framed = sizes + entry_format.FRAME_LEN
+            new_offsets = LOG_HEADER_SIZE + np.cumsum(framed) - sizes
+            pos, copied = LOG_HEADER_SIZE, 0
+            run_records = np.diff(np.r_[runs.first, len(sizes)])
+            for (a, b), records in zip(runs.spans.tolist(), run_records.tolist()):
+                pos = _copy_range(src, dst, a, b - a, pos)
+                copied += b - a
+                self.throttler.acquire(int(records), b - a)
+                if copied >= COPY_CHUNK_BYTES:
+                    copied = 0
+                    self._step("copying")
+            self._step("copying")
+            per_ledger = np.bincount(live.ledger_index, weights=framed, minlength=len(live.ledgers))
             ledgers_map = {ledger: int(size) for ledger, size in zip(live.ledgers, per_ledger)}
             map_offset = pos
             pos = pwritev_all(dst, [encode_ledgers_map(ledgers_map)], pos)
@@ -262,44 +268,40 @@ class TransactionalEntryLogCompactor:
         self._step("compacting_written")
         return new_offsets, pos
 
-    def _window_records(self, buf: bytes, start: int, live: _LiveEntries, i: int, path: str):
-        """The live records from row ``i`` on that lie whole in ``buf`` (old-log bytes from ``start``):
-        (how many, their sizes, byte ranges of ``buf`` to copy: runs of back-to-back records).
-        Sizes and ids are checked with numpy gathers; a record that is not what the index says stops
-        the compaction (the log is left as it is)."""
-        data = np.frombuffer(buf, dtype=np.uint8)
-        rel = live.offsets[i:] - start
-        rel = rel[rel + entry_format.V1_HEADER_LEN <= len(buf)]
-        sizes = _gather_be(data, rel - entry_format.FRAME_LEN, 4).astype(np.int64)
-        bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (sizes > self.max_record))
-        whole = int(np.searchsorted(rel + sizes, len(buf), side="right"))
-        if len(bad) and bad[0] <= whole:
-            k = int(bad[0])
-            raise EntryLogCorruptedException(f"{path}: record at offset {start + rel[k]} has bad size {sizes[k]}")
-        if whole == 0:
-            raise EntryLogCorruptedException(f"{path}: record at offset {start + entry_format.FRAME_LEN} is cut short")
-        rel, sizes = rel[:whole], sizes[:whole]
-        self._check_ids(data, rel, live, i, path, start)
-        begins, ends = rel - entry_format.FRAME_LEN, rel + sizes
-        breaks = np.flatnonzero(begins[1:] != ends[:-1]) + 1
-        run_begins = begins[np.concatenate(([0], breaks))]
-        run_ends = ends[np.concatenate((breaks - 1, [whole - 1]))]
-        return whole, sizes, list(zip(run_begins.tolist(), run_ends.tolist()))
+    def _live_records(self, mapped: mmap.mmap, live: _LiveEntries, path: str) -> tuple[np.ndarray, "_Runs"]:
+        """Sizes of the live records (checked with numpy gathers: sizes in bounds, ids the index's) and
+        the runs of back-to-back ones. A record that is not what the index says stops the compaction:
+        the log is left as it is."""
+        data = np.frombuffer(mapped, dtype=np.uint8)
+        try:
+            offsets = live.offsets
+            if len(offsets) and (offsets[0] < LOG_HEADER_SIZE or offsets[-1] + entry_format.V1_HEADER_LEN > len(data)):
+                raise EntryLogCorruptedException(f"{path}: the index locates entries outside its {len(data)} bytes")
+            sizes = _gather_be(data, offsets - entry_format.FRAME_LEN, 4).astype(np.int64)
+            bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (sizes > self.max_record)
+                                 | (offsets + sizes > len(data)))
+            if len(bad):
+                k = int(bad[0])
+                raise EntryLogCorruptedException(f"{path}: record at offset {offsets[k]} has bad size {sizes[k]}")
+            self._check_ids(data, live, path)
+        finally:
+            del data  # the map closes after this
+        begins, ends = offsets - entry_format.FRAME_LEN, offsets + sizes
+        first = np.r_[0, np.flatnonzero(begins[1:] != ends[:-1]) + 1]
+        last = np.r_[first[1:] - 1, len(offsets) - 1]
+        return sizes, _Runs(first, np.stack([begins[first], ends[last]], axis=1))
 
     @staticmethod
-    def _check_ids(data: np.ndarray, rel: np.ndarray, live: _LiveEntries, i: int, path: str, start: int) -> None:
-        k = len(rel)
-        ledger_rows = live.ledger_index[i: i + k]
-        scopes = np.array([lid.scope_id for lid in live.ledgers], dtype=np.int64)[ledger_rows]
-        lids = np.array([lid.ledger_id for lid in live.ledgers], dtype=np.int64)[ledger_rows]
-        id_at = rel + np.where(scopes != 0, 1 + 8, 0)  # v2 records: flags byte and scope first
-        wrong = np.flatnonzero((_gather_be(data, id_at, 8) != lids)
-                               | (_gather_be(data, id_at + 8, 8) != live.entry_ids[i: i + k]))
+    def _check_ids(data: np.ndarray, live: _LiveEntries, path: str) -> None:
+        scopes = np.array([lid.scope_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
+        lids = np.array([lid.ledger_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
+        id_at = live.offsets + np.where(scopes != 0, 1 + 8, 0)  # v2 records: flags byte and scope first
+        wrong = np.flatnonzero((_gather_be(data, id_at, 8) != lids) | (_gather_be(data, id_at + 8, 8) != live.entry_ids))
         if len(wrong):
             j = int(wrong[0])
             raise EntryLogCorruptedException(
-                f"{path}: record at offset {start + rel[j]} is not ledger {live.ledgers[ledger_rows[j]]} entry "
-                f"{live.entry_ids[i + j]}, which the index puts there")
+                f"{path}: record at offset {live.offsets[j]} is not ledger {live.ledgers[live.ledger_index[j]]} "
+                f"entry {live.entry_ids[j]}, which the index puts there")
 
     def _finish(self, old_id: int, new_id: int, compacted: str,
                 groups: dict[LedgerId, tuple[np.ndarray, np.ndarray]]) -> None:
@@ -371,6 +373,16 @@ def _groups_of_log(path: str, log_id: int) -> dict[LedgerId, tuple[np.ndarray, n
         locs.append((log_id << 32) | offset)
     return {ledger: (np.array(ids, dtype=np.int64), np.array(locs, dtype=np.int64))
             for ledger, (ids, locs) in found.items()}
+
+
+def _copy_range(src: int, dst: int, offset: int, count: int, pos: int) -> int:
+    """Copy ``count`` bytes of ``src`` at ``offset`` to ``dst`` at ``pos`` in the kernel; returns the end."""
+    while count > 0:
+        n = os.copy_file_range(src, dst, count, offset, pos)
+        if n == 0:
+            raise EntryLogCorruptedException(f"entry log ends {count} bytes before a record it holds")
+        offset, pos, count = offset + n, pos + n, count - n
+    return pos
 
 
 def _unlink(path: str) -> None:

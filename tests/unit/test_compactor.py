@@ -12,6 +12,7 @@ from bookie.proto.checksum import DigestManager
 from bookie.server.compactor import (STEPS, RecoveryStep, Throttler, TransactionalEntryLogCompactor,
                                      compacted_name, compacting_name, logs_to_compact, recovery_plan)
 from bookie.server.entry_log_metadata import EntryLogMetadata
+from bookie.testing.deleted_ledgers import delete_and_measure
 from tests.unit.test_entry_log_and_index import KEY, PASSWORD, write
 
 HUGE = {"compactionRateByEntries": 10 ** 12, "compactionRateByBytes": 10 ** 15}
@@ -99,18 +100,7 @@ def fill(bookie, ledgers: int = 6, rounds: int = 20) -> dict[LedgerId, list[byte
 
 
 def metas_after_deleting(bookie, dead: set[LedgerId]) -> list[EntryLogMetadata]:
-    storage = bookie.storage
-    for ledger in dead:
-        storage.delete_ledger(ledger)
-    logger = storage.entry_logger
-    metas = []
-    for log_id in logger.log_ids()[:-1]:
-        m = EntryLogMetadata(log_id)
-        for ledger, nbytes in logger.read_ledgers_map(log_id).items():
-            m.add_ledger_size(ledger, nbytes)
-        m.remove_ledger_if(dead.__contains__)
-        metas.append(m)
-    return metas
+    return delete_and_measure(bookie.storage, dead)
 
 
 def check_all(bookie, written: dict[LedgerId, list[bytes]]) -> None:
