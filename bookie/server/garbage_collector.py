@@ -27,6 +27,7 @@ from typing import Callable, Protocol
 
 from bookie.exceptions import EntryLogCorruptedException
 from bookie.meta.metadata_store import MetadataStore
+from bookie.server.compactor import logs_to_compact
 from bookie.server.entry_log_metadata import EntryLogMetadata, extract_entry_log_metadata
 from bookie.server.garbage_collection_status import EntryLogUsage, GarbageCollectionStatus, SkippedEntryLog
 from bookie.server.ledger_storage import InterleavedLedgerStorage
@@ -241,7 +242,7 @@ class GarbageCollectorThread(PeriodicThread):
             kind, threshold = "minor", self.minor_threshold
         else:
             return
-        candidates = sorted((m for m in self.entry_log_meta.values() if m.usage < threshold), key=lambda m: m.usage)
+        candidates = logs_to_compact(self.entry_log_meta.values(), threshold)
         with self._lock:
             setattr(self._status, f"{kind}_compacting", True)
         compacted = 0
