@@ -206,3 +206,11 @@ class BookieClient:
         if stream is not None:
             stream.close()
         self.channel.close()
+
+    def garbage_collection(self, action: int = pb.GarbageCollectionRequest.STATUS, major: bool = False,
+                           minor: bool = False) -> pb.GarbageCollectionResponse:
+        """The bookie's garbage collection: its status, or force a pass / suspend / resume compaction
+        (``pb.GarbageCollectionRequest.Action``) and its status after that."""
+        request = pb.GarbageCollectionRequest(action=action, major=major, minor=minor)
+        what = f"garbage collection {pb.GarbageCollectionRequest.Action.Name(action)}"
+        return self._call(self.stub.GarbageCollection, request, what)
