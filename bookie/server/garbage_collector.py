@@ -251,7 +251,11 @@ class GarbageCollectorThread(PeriodicThread):
                 if self.stopped:
                     break
                 self._phase(f"compacting {meta.entry_log_id:x}", n, len(candidates))
-                freed = self.compactor.compact(meta)
+                try:
+                    freed = self.compactor.compact(meta)
+                except EntryLogCorruptedException as exc:  # the log stays as it is; the others go on
+                    self._skip_corrupt(meta.entry_log_id, exc)
+                    continue
                 compacted += 1
                 self.entry_log_meta.pop(meta.entry_log_id, None)
                 with self._lock:
@@ -265,6 +269,14 @@ class GarbageCollectorThread(PeriodicThread):
                 setattr(self._status, f"{kind}_compacting", False)
                 setattr(self._status, f"last_{kind}_compaction_ms", int(finished * 1000))
                 setattr(self._status, f"{kind}_compaction_count", getattr(self._status, f"{kind}_compaction_count") + compacted)
+
+    def _skip_corrupt(self, log_id: int, exc: EntryLogCorruptedException) -> None:
+        """A record compaction found corrupt: the log is reported as skipped, none of it deleted."""
+        path = self.storage.entry_logger.path_of(log_id) or f"{log_id:x}.log"
+        reason = str(exc).removeprefix(f"{path}: ")
+        log.warning("GC: compaction of entry log %s skipped, its entries are kept: %s", path, reason)
+        with self._lock:
+            self._status.skipped.append(SkippedEntryLog(log_id, path, reason))
 
 
 def _allocated_bytes(path: str) -> int:

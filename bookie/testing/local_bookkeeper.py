@@ -107,8 +107,9 @@ class LocalBookKeeper:
         self.start_bookie(bookie.index, **settings)
         return bookie
 
-    def start_bookie(self, index: int, wait: bool = True, **settings) -> LocalBookie:
-        """(Re)start bookie ``index`` with its own directories and ports; extra settings go in its conf."""
+    def start_bookie(self, index: int, wait: bool = True, env: dict | None = None, **settings) -> LocalBookie:
+        """(Re)start bookie ``index`` with its own directories and ports; extra settings go in its conf,
+        ``env`` in this process's environment only (test seams such as BK_COMPACTION_STOP_AT)."""
         bookie = self.bookies[index]
         os.makedirs(bookie.directory, exist_ok=True)
         bookie.settings.update(settings)
@@ -124,7 +125,7 @@ class LocalBookKeeper:
         with open(bookie.log_path, "ab") as log:
             bookie.proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "bookie", "--conf", bookie.conf_path],
                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           start_new_session=True, env=_child_env())
+                                           start_new_session=True, env=_child_env(env))
         if wait:
             self.wait_registered(index)
         return bookie
@@ -168,8 +169,8 @@ class LocalBookKeeper:
         self.stop()
 
 
-def _child_env() -> dict:
+def _child_env(extra: dict | None = None) -> dict:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return dict(os.environ, **(extra or {}), PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
