@@ -5,9 +5,10 @@
 """
 from spark_bookkeeper.datasource import BookKeeperDataSource
 from spark_bookkeeper.options import BookKeeperOptionException
-from spark_bookkeeper.writer import foreach_batch_writer, sweep_uncommitted
+from spark_bookkeeper.writer import foreach_batch_writer, sweep_uncommitted, truncate_log
 
-__all__ = ["BookKeeperDataSource", "BookKeeperOptionException", "foreach_batch_writer", "register", "sweep_uncommitted"]
+__all__ = ["BookKeeperDataSource", "BookKeeperOptionException", "foreach_batch_writer", "register", "sweep_uncommitted",
+           "truncate_log"]
 
 
 def register(spark) -> None:

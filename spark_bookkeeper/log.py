@@ -1,17 +1,14 @@
-"""Logs: a named, ordered list of ledgers kept in ZooKeeper, changed only by compare-and-set.
-
-``<ledgers root>/logs/<name>`` holds JSON::
-
-    {"ledgers": [{"ledger": 12, "scope": 0, "entries": 100, "bytes": 102400,
-                  "writer": "9f1c...", "batch": 3}, ...],
-     "commits": {"<writer id>": <last committed batch id>},
-     "recent": ["<commit attempt id>", ...],
-     "swept": [[<scope>, <ledger>], ...]}
+"""The connector's commit protocol on logs: a named, ordered list of ledgers kept in ZooKeeper, changed
+only by compare-and-set. The record itself (JSON at ``<ledgers root>/logs/<name>``, absolute segment
+numbers, truncation bookkeeping) is ``bookie.meta.log_metadata``, so that ``bk shell truncatelog`` can
+use it without importing the connector; truncation is ``bookie.client.log_truncation``.
 
 A batch's ledgers are appended in ONE znode ``setData`` with the expected version, so concurrent
-writers never lose each other's ledgers (the loser re-reads and retries). An overwrite swaps the
-whole list in the same way. The ledger ``segment`` of a read is its position in ``ledgers``. One
-znode holds about 8,000 ledgers (ZooKeeper's 1 MB node limit).
+writers (and truncations) never lose each other's changes (the loser re-reads and retries). An
+overwrite drops every segment and appends the batch in the same way; retention at commit
+(``retentionSegments``, ``retentionMs``) drops first segments in that same CAS. Dropped segments wait
+in ``truncated`` until their ledgers are deleted. One znode holds about 8,000 ledgers (ZooKeeper's
+1 MB node limit).
 
 What the record keeps, and why it stays bounded:
 
@@ -22,6 +19,8 @@ What the record keeps, and why it stays bounded:
   never replayed by Spark (its writer id is fresh), so it is recorded only here, for as long as an
   in-doubt commit needs to find itself (below).
 - ``swept``: ledgers a sweep is deleting (``claim_for_sweep`` / ``release_swept``).
+- ``truncated``: dropped segments whose ledgers are not yet deleted, and the last deleted ones (bounded
+  in ``bookie.meta.log_metadata``).
 
 A commit in doubt: ZooKeeper may apply a ``setData``/``create`` whose reply is lost (kazoo
 ``ConnectionLoss``, ``OperationTimeoutError``, ``SessionExpiredError``). ``commit_batch`` then reads
@@ -51,131 +50,34 @@ under a commit that the protocol above would then have to fail.
 """
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import replace
 from urllib.parse import quote, unquote
 
 from bookie.exceptions import (BKException, BKMetadataVersionException, BKNoSuchLedgerExistsException,
                                BKZKConnectionLossException)
 from bookie.ledger_id import LedgerId
+from bookie.meta.log_metadata import (COMMIT_RESOLVE_SECONDS, Log, LogNotFoundException, LogRetention, LogSegment,
+                                      LogUnavailableException, list_logs, log_node, log_path, read_log,
+                                      read_log_retrying, update_log, write_log)
 from bookie.meta.metadata_store import MetadataStore, Versioned
-from bookie.meta.metadata_update_loop import update_metadata
-from bookie.meta.retry import retry_on_connection_loss
 
-LOGS_NODE = "logs"
+__all__ = ["COMMIT_RESOLVE_SECONDS", "Log", "LogCommitException", "LogCommitInDoubtException", "LogNotFoundException",
+           "LogRetention", "LogSegment", "LogUnavailableException", "claim_for_sweep", "commit_batch",
+           "finish_running", "list_logs", "log_path", "read_log", "read_log_retrying", "release_swept",
+           "running_writers", "touch_running"]
+
 RUNNING_NODE = "log-writers"
 RECENT_COMMITS_KEPT = 100  # commit attempts remembered for in-doubt resolution (~35 bytes each)
-COMMIT_RESOLVE_SECONDS = 60.0  # how long a commit in doubt keeps trying to read the log back
-
-
-class LogNotFoundException(BKException, LookupError):
-    pass
 
 
 class LogCommitException(BKException, RuntimeError):
     """The batch is not committed (the log is unchanged); running it again is safe."""
 
 
-class LogUnavailableException(BKException, RuntimeError):
-    """ZooKeeper did not answer a read of the log in time ("could not read", not "no such log")."""
-
-
 class LogCommitInDoubtException(LogUnavailableException):
     """Whether the batch is in the log could not be learnt: nothing may be deleted because of it."""
-
-
-@dataclass
-class LogSegment:
-    ledger: LedgerId
-    entries: int
-    bytes: int
-    writer: str
-    batch: int
-
-    def to_json(self) -> dict:
-        return {"ledger": self.ledger.ledger_id, "scope": self.ledger.scope_id, "entries": self.entries,
-                "bytes": self.bytes, "writer": self.writer, "batch": self.batch}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "LogSegment":
-        return cls(LedgerId(d.get("scope", 0), d["ledger"]), d["entries"], d["bytes"], d["writer"], d["batch"])
-
-
-@dataclass
-class Log:
-    name: str
-    segments: list[LogSegment] = field(default_factory=list)
-    commits: dict[str, int] = field(default_factory=dict)
-    recent: list[str] = field(default_factory=list)
-    swept: list[LedgerId] = field(default_factory=list)
-    version: int = -1  # znode version; -1 = not created yet
-
-    def encode(self) -> bytes:
-        return json.dumps({"ledgers": [s.to_json() for s in self.segments], "commits": self.commits,
-                           "recent": self.recent, "swept": [list(lid) for lid in self.swept]},
-                          sort_keys=True).encode()
-
-    def ledgers(self) -> set[LedgerId]:
-        return {s.ledger for s in self.segments}
-
-    def empty(self) -> bool:
-        """Nothing a user wrote: only a sweep's bookkeeping."""
-        return not (self.segments or self.commits or self.recent or self.swept)
-
-
-def log_path(store: MetadataStore, name: str) -> str:
-    """The log's znode, for messages."""
-    return f"{store.root}/{_log_node(name)}"
-
-
-def _log_node(name: str) -> str:
-    return f"{LOGS_NODE}/{name}"
-
-
-def read_log(store: MetadataStore, name: str, missing_ok: bool = False) -> Log:
-    found = store.read_node(_log_node(name))
-    if found is None:
-        if missing_ok:
-            return Log(name)
-        raise LogNotFoundException(f"log {name!r} does not exist at {log_path(store, name)}")
-    d = json.loads(found.value)
-    return Log(name, [LogSegment.from_json(s) for s in d["ledgers"]], d.get("commits", {}), d.get("recent", []),
-               [LedgerId(*lid) for lid in d.get("swept", [])], found.version)
-
-
-def _read_versioned(store: MetadataStore, name: str) -> Versioned[Log]:
-    log = read_log(store, name, missing_ok=True)
-    return Versioned(log, log.version)
-
-
-def read_log_retrying(store: MetadataStore, name: str, seconds: float | None = None) -> Log:
-    """``read_log`` (missing = empty) through a lost connection; LogUnavailableException after ``seconds``."""
-    try:
-        return retry_on_connection_loss(lambda: read_log(store, name, missing_ok=True),
-                                        COMMIT_RESOLVE_SECONDS if seconds is None else seconds)
-    except BKZKConnectionLossException as exc:
-        raise LogUnavailableException(f"log {name!r} could not be read from ZooKeeper ({exc})") from None
-
-
-def list_logs(store: MetadataStore) -> list[str]:
-    return store.node_children(LOGS_NODE)
-
-
-def _write(store: MetadataStore, log: Log, version: int) -> Versioned[Log]:
-    """Compare-and-set ``log`` at ``version`` (create when it did not exist: version -1)."""
-    written = store.write_node(_log_node(log.name), log.encode(), None if version < 0 else version)
-    log.version = written.version
-    return Versioned(log, written.version)
-
-
-def _update(store: MetadataStore, name: str, needs_update, transform, write=_write) -> Log:
-    """One MetadataUpdateLoop over the log (bookie.meta.metadata_update_loop)."""
-    log = read_log_retrying(store, name)
-    return update_metadata(lambda: _read_versioned(store, name), lambda log, version: write(store, log, version),
-                           Versioned(log, log.version), needs_update, transform, COMMIT_RESOLVE_SECONDS,
-                           f"log {name!r}").value
 
 
 def _check_present(store: MetadataStore, log: Log, segments: list[LogSegment], what: str) -> None:
@@ -196,40 +98,45 @@ def _check_present(store: MetadataStore, log: Log, segments: list[LogSegment], w
 
 
 def commit_batch(store: MetadataStore, name: str, writer: str, batch: int, segments: list[LogSegment],
-                 overwrite: bool = False, replayable: bool = True) -> tuple[bool, list[LogSegment]]:
-    """Add (or with ``overwrite`` put in place of all) ``segments`` as ``writer``'s batch ``batch``.
+                 overwrite: bool = False, replayable: bool = True, retention: LogRetention | None = None,
+                 now_ms: int | None = None) -> tuple[bool, Log]:
+    """Add (or with ``overwrite`` put in place of all) ``segments`` as ``writer``'s batch ``batch``, stamped
+    with the commit time (``now_ms``, default the clock at each CAS attempt), in one compare-and-set that
+    also drops what ``retention`` selects (never the batch's own segments).
 
-    Returns (applied, replaced segments). Not applied when the log shows this writer's batch committed
-    before (``replayable`` writers only: a plain write's writer id is fresh and never replayed).
-    Raises LogCommitException (log unchanged) or LogCommitInDoubtException (outcome unknown).
+    Returns (applied, the log as stored). Replaced or dropped segments move to the log's ``truncated``
+    list, deletion pending (``bookie.client.log_truncation.delete_truncated`` deletes them). Not applied
+    when the log shows this writer's batch committed before (``replayable`` writers only: a plain write's
+    writer id is fresh and never replayed). Raises LogCommitException (log unchanged) or
+    LogCommitInDoubtException (outcome unknown).
     """
     attempt = uuid.uuid4().hex  # found in ``recent`` by a re-read if a write whose reply was lost landed
     what = f"batch {batch} of writer {writer}"
-    replaced: list[LogSegment] = []
 
     def needs_update(log: Log) -> bool:
         return attempt not in log.recent and not (replayable and log.commits.get(writer, -1) >= batch)
 
     def add_batch(log: Log) -> Log:
-        nonlocal replaced
         _check_present(store, log, segments, what)
-        replaced = log.segments if overwrite else []
-        log.segments = list(segments) if overwrite else log.segments + list(segments)
+        committed = int(time.time() * 1000) if now_ms is None else now_ms
+        if overwrite:
+            log.drop_first(len(log.segments))
+        log.segments = log.segments + [replace(s, committed_ms=committed) for s in segments]
+        if retention is not None:
+            log.drop_first(replace(retention, now_ms=committed, keep_last=len(segments)).drop_count(log))
         if replayable:
             log.commits[writer] = batch
         log.recent = (log.recent + [attempt])[-RECENT_COMMITS_KEPT:]
         return log
 
     try:
-        log = _update(store, name, needs_update, add_batch)
+        log = update_log(store, name, needs_update, add_batch)
     except BKZKConnectionLossException as exc:
         raise LogCommitInDoubtException(
             f"{what} is in doubt: its commit to log {name!r} may or may not have been applied, and the log could "
             f"not be read back within {COMMIT_RESOLVE_SECONDS:.0f} s ({exc}). Its ledgers are kept; read the log "
             "before running the batch again") from None
-    if attempt in log.recent:
-        return True, replaced
-    return False, []
+    return attempt in log.recent, log
 
 
 # -- running writes and sweeps ----------------------------------------------------------------------
@@ -277,7 +184,7 @@ def claim_for_sweep(store: MetadataStore, name: str, candidates: list[LedgerId])
         log.swept = log.swept + doomed(log)
         return log
 
-    return list(_update(store, name, lambda log: bool(doomed(log)), mark).swept)
+    return list(update_log(store, name, lambda log: bool(doomed(log)), mark).swept)
 
 
 def release_swept(store: MetadataStore, name: str, deleted: list[LedgerId]) -> None:
@@ -290,9 +197,9 @@ def release_swept(store: MetadataStore, name: str, deleted: list[LedgerId]) -> N
 
     def write_or_remove(store: MetadataStore, log: Log, version: int) -> Versioned[Log]:
         if not log.empty():
-            return _write(store, log, version)
-        if not store.delete_node(_log_node(log.name), version):
+            return write_log(store, log, version)
+        if not store.delete_node(log_node(log.name), version):
             raise BKMetadataVersionException(f"log {log.name!r} is gone")  # re-read: nothing left to release
         return Versioned(Log(log.name), -1)
 
-    _update(store, name, lambda log: log.version >= 0 and bool(gone & set(log.swept)), unmark, write_or_remove)
+    update_log(store, name, lambda log: log.version >= 0 and bool(gone & set(log.swept)), unmark, write_or_remove)

@@ -6,19 +6,23 @@ the driver, before a task runs.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from bookie.exceptions import BKException
 from bookie.ledger_id import LedgerId
+from bookie.meta.log_metadata import LogRetention
 from bookie.meta.service_uri import MetadataServiceUri
 from bookie.proto.checksum import DigestType
 
 READ_OPTIONS = ["metadataServiceUri", "log", "ledgers", "scope", "password", "digest", "startEntry", "endEntry",
                 "maxEntriesPerPartition", "recover", "table", "zkConnectTimeout", "maxEntriesPerTrigger",
-                "filterPushdown"]
+                "filterPushdown", "startingOffsets", "failOnDataLoss"]
 WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ackQuorum", "digest", "password",
-                 "zkConnectTimeout", "writerId", "batchId", "checkpointLocation", "path"]
+                 "zkConnectTimeout", "writerId", "batchId", "checkpointLocation", "path", "retentionSegments",
+                 "retentionMs"]
 TABLES = ("ledgers", "fragments", "bookies")
+EARLIEST, LATEST = "earliest", "latest"  # startingOffsets, as Kafka's source names them
 
 
 class BookKeeperOptionException(BKException, ValueError):
@@ -93,6 +97,21 @@ def parse_ledgers(text: str) -> list[LedgerId]:
     return out
 
 
+def parse_starting_offsets(text: str) -> str | tuple[int, int]:
+    """``earliest``, ``latest`` or ``{"segment": s, "entry": e}`` (s absolute, as the ``segment`` column)."""
+    if text.strip().lower() in (EARLIEST, LATEST):
+        return text.strip().lower()
+    try:
+        d = json.loads(text)
+        segment, entry = int(d["segment"]), int(d.get("entry", 0))
+    except (ValueError, TypeError, KeyError):
+        raise BookKeeperOptionException(f"option startingOffsets={text!r}; allowed: earliest, latest, or JSON "
+                                        '{"segment": s, "entry": e}') from None
+    if segment < 0 or entry < 0:
+        raise BookKeeperOptionException(f"option startingOffsets={text!r}: segment and entry must not be negative")
+    return segment, entry
+
+
 @dataclass
 class ReadOptions:
     uri: str
@@ -110,6 +129,8 @@ class ReadOptions:
     max_entries_per_trigger: int | None = None
     filter_pushdown: bool = False
     ledger_filter: set[int] | None = None  # set by pushed-down filters on ledger_id
+    starting_offsets: str | tuple[int, int] = EARLIEST  # log streams: where a query without checkpoint starts
+    fail_on_data_loss: bool = True  # log streams: fail when the next segment was truncated away
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -121,6 +142,10 @@ class ReadOptions:
         if table is None and len(chosen) != 1:
             raise BookKeeperOptionException("say what to read with exactly one of the options log, ledgers or scope"
                                         + (f" (got {', '.join(chosen)})" if chosen else ""))
+        for name in ("startingOffsets", "failOnDataLoss"):
+            if name in opts and "log" not in opts:
+                raise BookKeeperOptionException(f"option {name} applies to a stream of a log (option log); "
+                                                "a stream of ledgers starts at startEntry")
         start = _int(opts, "startEntry", 0, 0)
         end = _int(opts, "endEntry", None, 0)
         if end is not None and end < start:
@@ -133,7 +158,9 @@ class ReadOptions:
                    recover=_bool(opts, "recover", False), table=table,
                    zk_connect_timeout=float(opts.get("zkConnectTimeout", 10.0)),
                    max_entries_per_trigger=_int(opts, "maxEntriesPerTrigger", None, 1),
-                   filter_pushdown=_bool(opts, "filterPushdown", False))
+                   filter_pushdown=_bool(opts, "filterPushdown", False),
+                   starting_offsets=parse_starting_offsets(opts.get("startingOffsets", EARLIEST)),
+                   fail_on_data_loss=_bool(opts, "failOnDataLoss", True))
 
 
 @dataclass
@@ -149,6 +176,13 @@ class WriteOptions:
     writer_id: str | None = None
     batch_id: int | None = None
     checkpoint: str | None = None
+    retention_segments: int | None = None  # keep at most this many segments (applied at each commit)
+    retention_ms: int | None = None  # drop segments committed more than this long ago (at each commit)
+
+    def retention(self) -> LogRetention | None:
+        if self.retention_segments is None and self.retention_ms is None:
+            return None
+        return LogRetention(max_segments=self.retention_segments, max_age_ms=self.retention_ms)
 
     @classmethod
     def parse(cls, options) -> "WriteOptions":
@@ -166,7 +200,9 @@ class WriteOptions:
         return cls(uri=_uri(opts), log=log, ensemble_size=e, write_quorum=w, ack_quorum=a,
                    digest=_digest(opts) or DigestType.CRC32C, password=opts.get("password", "").encode(),
                    zk_connect_timeout=float(opts.get("zkConnectTimeout", 10.0)), writer_id=opts.get("writerId"),
-                   batch_id=_int(opts, "batchId", None, 0), checkpoint=opts.get("checkpointLocation"))
+                   batch_id=_int(opts, "batchId", None, 0), checkpoint=opts.get("checkpointLocation"),
+                   retention_segments=_int(opts, "retentionSegments", None, 1),
+                   retention_ms=_int(opts, "retentionMs", None, 1))
 
 
 def check_log_name(name: str) -> None:

@@ -139,10 +139,10 @@ def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | No
     from spark_bookkeeper.log import LogNotFoundException, read_log
     if opts.log is not None:
         try:
-            segments = read_log(bk.store, opts.log).segments
+            numbered = read_log(bk.store, opts.log).numbered()
         except LogNotFoundException as exc:
             raise BookKeeperOptionException(f"option log: {exc}") from None
-        targets = [(s.ledger, opts.log, i) for i, s in enumerate(segments)]
+        targets = [(s.ledger, opts.log, n) for n, s in numbered]  # absolute segment numbers
     elif opts.ledgers is not None:
         targets = [(lid, None, None) for lid in opts.ledgers]
     else:

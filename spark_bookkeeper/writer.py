@@ -5,7 +5,9 @@ batch's ledgers to the log in one compare-and-set.
   (``ensembleSize``/``writeQuorum``/``ackQuorum``/``digest``/``password``), tagged in its custom metadata
   with the log, the writer id and the batch; the ledger is closed and (ledger, entries, bytes) returned.
 - ``commit`` (driver): ``log.commit_batch`` — once per (writer, batch); a replayed batch adds nothing
-  and its duplicate ledgers are deleted. ``mode("overwrite")`` swaps the list, then deletes the old ledgers.
+  and its duplicate ledgers are deleted. ``mode("overwrite")`` swaps the list, then deletes the old ledgers;
+  ``retentionSegments``/``retentionMs`` drop first segments in the commit's CAS, deleted the same way
+  (``bookie.client.log_truncation.delete_truncated``; ``truncate_log`` does it on demand).
   A commit whose ZooKeeper reply was lost reads the log back to learn whether it landed; a commit whose
   ledgers a sweep took fails the batch and leaves the log unchanged (see ``spark_bookkeeper.log``).
 - ``abort``: deletes what the batch wrote. Spark passes None for failed tasks, so ledgers are also found
@@ -24,11 +26,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from bookie.client.log_truncation import TruncationResult, delete_truncated
+from bookie.client.log_truncation import truncate_log as truncate
 from bookie.exceptions import BKException, BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
 from spark_bookkeeper import connections
-from spark_bookkeeper.log import (LogSegment, LogUnavailableException, claim_for_sweep, commit_batch, finish_running,
-                                  read_log_retrying, release_swept, running_writers, touch_running)
+from spark_bookkeeper.log import (LogRetention, LogSegment, LogUnavailableException, claim_for_sweep, commit_batch,
+                                  finish_running, read_log_retrying, release_swept, running_writers, touch_running)
 from spark_bookkeeper.options import BookKeeperOptionException, WriteOptions
 
 log = logging.getLogger(__name__)
@@ -109,16 +113,25 @@ class BookKeeperWriter(DataSourceArrowWriter):
         bk = connections.driver_client(self.opts.uri, self.opts.zk_connect_timeout)
         written = [m for m in messages if m is not None and m.ledger >= 0]
         segments = [LogSegment(LedgerId(m.scope, m.ledger), m.entries, m.bytes, self.writer_id, batch_id) for m in written]
-        applied, replaced = commit_batch(bk.store, self.opts.log, self.writer_id, batch_id, segments, self.overwrite,
-                                         self.replayable)
-        if not applied:
+        applied, stored = commit_batch(bk.store, self.opts.log, self.writer_id, batch_id, segments, self.overwrite,
+                                       self.replayable, self.opts.retention())
+        if applied:
+            # Overwritten segments and those retention dropped (and any an earlier deletion left pending).
+            try:
+                truncated = delete_truncated(bk, stored)
+                if truncated.deleted or truncated.failed:
+                    log.info("%s", truncated.describe())
+            except BKException as exc:  # the batch is settled; what is pending stays recorded in the log
+                log.warning("log %s: truncated ledgers stay pending (the next commit or truncate_log retries): %s",
+                            self.opts.log, exc)
+        else:
             log.info("log %s: batch %d of writer %s was committed before; dropping its duplicate ledgers",
                      self.opts.log, batch_id, self.writer_id)
-        unneeded = [s.ledger for s in (replaced if applied else segments)]
-        try:
-            delete_unlisted(bk, self.opts.log, unneeded)
-        except LogUnavailableException as exc:  # the batch is settled; sweep_uncommitted removes these later
-            log.warning("log %s: ledgers %s are left for sweep_uncommitted: %s", self.opts.log, unneeded, exc)
+            try:
+                delete_unlisted(bk, self.opts.log, [s.ledger for s in segments])
+            except LogUnavailableException as exc:  # the batch is settled; sweep_uncommitted removes these later
+                log.warning("log %s: ledgers %s are left for sweep_uncommitted: %s", self.opts.log,
+                            [s.ledger for s in segments], exc)
         finish_running(bk.store, self.opts.log, self.writer_id)
 
     def abort(self, messages) -> None:
@@ -209,6 +222,23 @@ def sweep_uncommitted(metadata_service_uri: str, log_name: str, older_than: floa
     deleted = delete_ledgers(bk, marked)
     release_swept(bk.store, log_name, deleted)
     return deleted
+
+
+def truncate_log(metadata_service_uri: str, log_name: str, *, before_segment: int | None = None,
+                 older_than_ms: int | None = None, now_ms: int | None = None) -> TruncationResult:
+    """Drop the first segments of ``log_name``: those numbered below ``before_segment``, and/or those
+    committed more than ``older_than_ms`` before ``now_ms`` (default: now), in one compare-and-set; then
+    delete their ledgers. Segment numbers of what stays do not change (the log's ``first_segment``
+    moves), so streams' offsets keep their meaning. A ledger that fails to be deleted is reported in
+    the result's ``failed`` and retried by the next truncation. Returns what was dropped and deleted."""
+    if before_segment is None and older_than_ms is None:
+        raise BookKeeperOptionException("truncate_log needs before_segment or older_than_ms")
+    if (before_segment is not None and before_segment < 0) or (older_than_ms is not None and older_than_ms < 0):
+        raise BookKeeperOptionException(f"truncate_log: before_segment={before_segment} and older_than_ms="
+                                        f"{older_than_ms} must not be negative")
+    bk = connections.driver_client(metadata_service_uri)
+    return truncate(bk, log_name, LogRetention(before_segment=before_segment, max_age_ms=older_than_ms,
+                                               now_ms=now_ms))
 
 
 class BookKeeperStreamWriter(BookKeeperWriter, DataSourceStreamArrowWriter):

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from bookie.cli import gc_commands, ledger_commands, server_commands, storage_commands
+from bookie.cli import gc_commands, ledger_commands, log_commands, server_commands, storage_commands
 from bookie.exceptions import BKException
 from bookie.server.conf import ServerConfiguration
 
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage_commands.register(shell_commands, add_conf_args)
     server_commands.register_shell(shell_commands, add_uri_args)
     ledger_commands.register_shell(shell_commands, add_uri_args)
+    log_commands.register_shell(shell_commands, add_uri_args)
     gc_commands.register_shell(shell_commands, add_uri_args)
     ledger_commands.register_bench(commands, add_uri_args)
     return parser
