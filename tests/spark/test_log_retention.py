@@ -4,6 +4,7 @@ Kafka's startingOffsets and failOnDataLoss on the log stream, and ``bk shell tru
 ZooKeeper, bookie processes and Spark local[2]; time is controlled by explicit commit times."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,23 @@ def test_truncate_by_age_with_explicit_commit_times(shared_cluster):
         assert read_log(bk.store, log).first_segment == 2
         with pytest.raises(spark_bookkeeper.BookKeeperOptionException, match="needs before_segment or older_than_ms"):
             spark_bookkeeper.truncate_log(uri, log)
+
+
+def test_age_of_a_segment_written_before_commit_times_is_its_ledgers_ctime(shared_cluster):
+    uri, log = shared_cluster.metadata_service_uri, _name("legacy")
+    with BookKeeper(uri) as bk:
+        old = _ledger(bk)
+        old_ctime = bk.ledger_metadata(old.ledger).ctime
+        wait_for(lambda: time.time() * 1000 > old_ctime + 1, "the clock to pass the first ledger's ctime")
+        new = _ledger(bk)
+        legacy = json.dumps({"ledgers": [{"ledger": s.ledger.ledger_id, "scope": 0, "entries": s.entries,
+                                          "bytes": s.bytes, "writer": "w", "batch": 0} for s in (old, new)],
+                             "commits": {}, "recent": [], "swept": []}).encode()  # as written before retention
+        bk.store.write_node(f"logs/{log}", legacy, None)
+        new_ctime = bk.ledger_metadata(new.ledger).ctime
+        result = spark_bookkeeper.truncate_log(uri, log, older_than_ms=10, now_ms=new_ctime + 10)  # before new's
+        assert result.dropped == [(0, old.ledger)] and _gone(bk, old.ledger)
+        assert read_log(bk.store, log).segment(1).ledger == new.ledger
 
 
 def test_a_failed_deletion_is_reported_and_retried_by_the_next_truncation(shared_cluster, monkeypatch):
