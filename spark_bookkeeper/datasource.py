@@ -15,11 +15,15 @@ Options (read):
     filterPushdown      true: push filters on ledger_id / entry_id down (needs the Spark conf
                         spark.sql.python.filterPushdown.enabled=true)
     maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it
+    startingOffsets     (streaming a log) earliest (default) | latest | {"segment": s, "entry": e}
+    failOnDataLoss      (streaming a log) true (default): fail, naming them, when the next segments were
+                        truncated away; false: log them and go on from the first segment left
 Streaming reads tail a log (stream_reader.py) or ledgers, open ones up to their LAC as they grow
 (ledger_stream_reader.py); not a scope.
 Options (write): metadataServiceUri, log, ensembleSize (3), writeQuorum (2), ackQuorum (2), digest (crc32c),
     password; writerId (+ batchId) name the writer in the log for exactly-once commits (streams derive it
-    from checkpointLocation; foreach_batch_writer sets both)
+    from checkpointLocation; foreach_batch_writer sets both); retentionSegments, retentionMs: drop the log's
+    oldest segments at each commit (never the batch being committed)
 
 Schema (read): ``ledger_id long, entry_id long, payload binary`` plus ``log string, segment int`` when a
 log is read. Write: a DataFrame with one ``payload`` column (binary or string).
@@ -42,6 +46,7 @@ from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions, Wri
 
 READ_SCHEMA = "ledger_id long, entry_id long, payload binary"
 LOG_READ_SCHEMA = READ_SCHEMA + ", log string, segment int"
+STREAM_ONLY_OPTIONS = ("startingOffsets", "failOnDataLoss", "maxEntriesPerTrigger")
 
 
 class BookKeeperDataSource(DataSource):
@@ -62,6 +67,10 @@ class BookKeeperDataSource(DataSource):
         if opts.table:
             return tables.TableReader(opts)
         from spark_bookkeeper.reader import BookKeeperReader, PushdownBookKeeperReader
+        for name in STREAM_ONLY_OPTIONS:
+            if name in self.options:
+                raise BookKeeperOptionException(f"option {name} applies to streaming reads (spark.readStream); a batch "
+                                                "read takes every segment still in the log, or startEntry/endEntry")
         cls = PushdownBookKeeperReader if opts.filter_pushdown else BookKeeperReader
         return cls(opts, schema, to_arrow_schema(schema, timezone="UTC"))
 

@@ -31,6 +31,10 @@ def test_write_then_read_a_log(spark, shared_cluster):
     # Entry ids restart in every ledger and match payload order within it.
     ids = back.where("segment = 0").orderBy("entry_id").select("entry_id").collect()
     assert [r.entry_id for r in ids] == list(range(len(ids)))
+    # Options of streaming reads are refused in a batch read, naming what a batch read takes instead.
+    for name, value in (("startingOffsets", "latest"), ("failOnDataLoss", "false"), ("maxEntriesPerTrigger", "10")):
+        with pytest.raises(Exception, match=f"option {name} applies to streaming reads"):
+            source(spark, uri, log=log, **{name: value}).collect()
 
 
 def test_overwrite_swaps_the_log_and_deletes_old_ledgers(spark, shared_cluster):
