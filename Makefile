@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) bench/spark_read.py
 	$(PY) bench/spark_write.py
 	$(PY) bench/compaction.py
+	$(PY) bench/gc.py
 	$(PY) bench/interop.py  # says why it is skipped where no real BookKeeper is found
 	$(PY) bench/interop_spark.py  # likewise
 
