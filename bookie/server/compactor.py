@@ -54,6 +54,11 @@ COPY_CHUNK_BYTES = 8 << 20  # the "copying" test step comes after each this many
 # step of its next compaction, so a test can SIGKILL it there. Unset in production.
 STOP_AT_ENV = "BK_COMPACTION_STOP_AT"
 STEPS = ("copying", "compacting_written", "compacted", "index_flushed", "old_log_deleted", "done")
+# Test seam that holds the compaction without stopping the process (reads go on): at a step named in
+# this file, the compactor writes the step to ``<file>.at`` and waits until the file names another.
+# "index_flushed" is reached under the storage lock: held there, reads would wait too.
+HOLD_FILE_ENV = "BK_COMPACTION_HOLD_FILE"
+HOLD_POLL_SECONDS = 0.01
 
 
 def compacting_name(new_id: int) -> str:
@@ -164,12 +169,18 @@ class TransactionalEntryLogCompactor:
         self.max_record = conf["nettyMaxFrameSizeBytes"]
         self.throttler = throttler or Throttler.from_conf(conf)
         self._stop_at = os.environ.get(STOP_AT_ENV)
+        self._hold_file = os.environ.get(HOLD_FILE_ENV)
         self._lock = threading.Lock()  # one compaction at a time (BookKeeper's is single-threaded too)
 
     def _step(self, name: str) -> None:
         if name == self._stop_at:
             log.warning("compaction stops at step %s (%s is set)", name, STOP_AT_ENV)
             os.kill(os.getpid(), signal.SIGSTOP)
+        if self._hold_file and _read_text(self._hold_file) == name:
+            log.warning("compaction held at step %s while %s names it", name, self._hold_file)
+            _write_atomically(self._hold_file + ".at", name)
+            while _read_text(self._hold_file) == name:
+                time.sleep(HOLD_POLL_SECONDS)
 
     # -- compaction ---------------------------------------------------------------------------------
     def compact(self, meta: EntryLogMetadata) -> int:
@@ -283,7 +294,9 @@ class TransactionalEntryLogCompactor:
             if len(bad):
                 k = int(bad[0])
                 raise EntryLogCorruptedException(f"{path}: record at offset {offsets[k]} has bad size {sizes[k]}")
-            self._check_ids(data, live, path)
+            wrong = self._wrong_id(data, live)
+            if wrong is not None:  # raised here, not under the gather: its frame would pin the map open
+                raise EntryLogCorruptedException(f"{path}: {wrong}")
         finally:
             del data  # the map closes after this
         begins, ends = offsets - entry_format.FRAME_LEN, offsets + sizes
@@ -292,16 +305,17 @@ class TransactionalEntryLogCompactor:
         return sizes, _Runs(first, np.stack([begins[first], ends[last]], axis=1))
 
     @staticmethod
-    def _check_ids(data: np.ndarray, live: _LiveEntries, path: str) -> None:
+    def _wrong_id(data: np.ndarray, live: _LiveEntries) -> str | None:
+        """The first live record whose ids are not the index's, described; None if all match."""
         scopes = np.array([lid.scope_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
         lids = np.array([lid.ledger_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
         id_at = live.offsets + np.where(scopes != 0, 1 + 8, 0)  # v2 records: flags byte and scope first
         wrong = np.flatnonzero((_gather_be(data, id_at, 8) != lids) | (_gather_be(data, id_at + 8, 8) != live.entry_ids))
         if len(wrong):
             j = int(wrong[0])
-            raise EntryLogCorruptedException(
-                f"{path}: record at offset {live.offsets[j]} is not ledger {live.ledgers[live.ledger_index[j]]} "
-                f"entry {live.entry_ids[j]}, which the index puts there")
+            return (f"record at offset {live.offsets[j]} is not ledger {live.ledgers[live.ledger_index[j]]} "
+                    f"entry {live.entry_ids[j]}, which the index puts there")
+        return None
 
     def _finish(self, old_id: int, new_id: int, compacted: str,
                 groups: dict[LedgerId, tuple[np.ndarray, np.ndarray]]) -> None:
@@ -390,3 +404,17 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return None
+
+
+def _write_atomically(path: str, text: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)

@@ -69,7 +69,8 @@ def extract_entry_log_metadata(log_id: int, path: str, max_record: int) -> Entry
         if map_offset == 0:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 return _scan(log_id, path, data, max_record)
-        if not LOG_HEADER_SIZE <= map_offset < size or count < 0:
+        # A log finished with no ledger (a bookie stopped before its first entry) ends at its empty map.
+        if not LOG_HEADER_SIZE <= map_offset <= size or count < 0 or (map_offset == size and count):
             raise EntryLogCorruptedException(f"{path}: impossible header: ledgers map at offset {map_offset} "
                                              f"({count} ledgers) in a file of {size} bytes")
         f.seek(map_offset)
