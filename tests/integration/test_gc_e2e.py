@@ -1,0 +1,140 @@
+"""Garbage collection end to end in a bookie process, against the real ZooKeeper: a corrupt entry log is
+skipped and reported while the pass goes on with the others, and over-replicated ledgers are deleted
+only when CLOSED, absent from every ensemble and not marked under-replicated. Passes are forced over
+the GarbageCollection request and waited for (``passes >= forcedPass``); no pass runs on its own."""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import signal
+import subprocess
+import sys
+
+from bookie.client import BookKeeper
+from bookie.meta import layout
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import status
+from bookie.server.entry_log_metadata import extract_entry_log_metadata
+from bookie.server.entry_logger import LOG_HEADER_SIZE, encode_log_header
+from tests.helpers.waiting import DEADLINE, wait_for
+
+NO_TIMED_PASS = {"gcWaitTime": 3_600_000}
+ENTRY = 4000
+
+
+def forced_pass(bk: BookKeeper, bookie: str) -> pb.GarbageCollectionResponse:
+    """Force a GC pass on ``bookie``, wait until it has run; the bookie's GC state after it."""
+    client = bk.bookie_client(bookie)
+    target = client.garbage_collection(pb.GarbageCollectionRequest.FORCE).forcedPass
+    wait_for(lambda: client.garbage_collection().passes >= target, f"GC pass {target} of {bookie}")
+    return client.garbage_collection()
+
+
+def write(bk: BookKeeper, count: int, payload: bytes):
+    handle = bk.create_ledger(1, 1, 1, password=b"pw")
+    handle.append_batch([payload] * count).result(DEADLINE)
+    return handle
+
+
+def logs_by_content(ledger_dir: str) -> dict[str, frozenset[int]]:
+    """Each entry log file of a stopped bookie: the ids of the ledgers it holds."""
+    return {path: frozenset(ledger.ledger_id for ledger in extract_entry_log_metadata(
+        int(os.path.basename(path)[:-4], 16), path, 1 << 30).ledgers)
+        for path in sorted(glob.glob(os.path.join(ledger_dir, "current", "*.log")))}
+
+
+def overwrite(path: str, offset: int, data: bytes) -> bytes:
+    """Write ``data`` at ``offset`` of the file; returns the file's whole content afterwards."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+        f.seek(0)
+        return f.read()
+
+
+def read_all(bk: BookKeeper, handle) -> list[bytes]:
+    reader = bk.open_ledger(handle.ledger.ledger_id, password=b"pw")
+    return [e.payload for e in reader.read(0, reader.last_add_confirmed)]
+
+
+def test_a_corrupt_entry_log_is_skipped_and_reported_and_gc_goes_on(bk_cluster):
+    c, bk = bk_cluster(1, entryLogSizeLimit=64 << 10, **NO_TIMED_PASS)
+    bookie = c.bookies[0]
+    # Written one after the other, each over a few 64 KiB logs, so some logs hold one ledger alone.
+    dead_a, dead_b, live_d = (write(bk, 50, bytes([n]) * ENTRY) for n in (1, 2, 3))
+    live_c = write(bk, 10, b"c" * 100)
+    for handle in (dead_a, dead_b, live_d, live_c):
+        handle.close()
+    a, b, d = (h.ledger.ledger_id for h in (dead_a, dead_b, live_d))
+    c.kill_bookie(0, signal.SIGTERM)
+    logs = logs_by_content(bookie.ledger_dir)
+    only_a = next(path for path, held in logs.items() if held == {a})
+    only_d = next(path for path, held in logs.items() if held == {d})
+    dead_logs = [path for path, held in logs.items() if held <= {a, b} and path != only_a]
+    assert any(logs[path] == {b} for path in dead_logs)
+    # A bad header on a log of ledger A (deleted below), an impossible ledgers-map offset on one of D (live).
+    bad_magic = overwrite(only_a, 0, b"\0\0\0\0")
+    size = os.path.getsize(only_d)
+    bad_map = overwrite(only_d, 0, encode_log_header(map_offset=size + LOG_HEADER_SIZE, ledgers_count=1))
+    c.start_bookie(0)
+    bk.delete_ledger(a)
+    bk.delete_ledger(b)
+
+    state = forced_pass(bk, bookie.bookie_id)
+
+    assert state.ledgersDeleted == 2
+    assert [path for path in dead_logs if os.path.exists(path)] == []  # the other logs of A and B: removed
+    reasons = {k.path: k.reason for k in state.skipped}
+    assert set(reasons) == {only_a, only_d}
+    assert "bad header" in reasons[only_a] and "impossible header" in reasons[only_d]
+    assert {k.entryLogId for k in state.skipped} == {int(os.path.basename(p)[:-4], 16) for p in (only_a, only_d)}
+    with open(only_a, "rb") as f:
+        assert f.read() == bad_magic  # a log GC cannot read is left as it is, even a deleted ledger's
+    with open(only_d, "rb") as f:
+        assert f.read() == bad_map
+    assert read_all(bk, live_d) == [bytes([3]) * ENTRY] * 50
+    assert read_all(bk, live_c) == [b"c" * 100] * 10
+
+    again = forced_pass(bk, bookie.bookie_id)  # still unreadable, still reported, still there
+    assert {k.path for k in again.skipped} == {only_a, only_d} and os.path.exists(only_a)
+    out = subprocess.run([sys.executable, "-m", "bookie.cli.main", "shell", "gc", "-u", c.metadata_service_uri,
+                          "--status"], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for path, reason in reasons.items():
+        assert f"SKIPPED log {os.path.basename(path)[:-4]} ({path}): {reason}" in out.stdout
+
+
+def moved_elsewhere(bk: BookKeeper, handle, fragments: tuple[tuple[int, tuple[str, ...]], ...]) -> None:
+    """Rewrite the ledger's ensembles as AutoRecovery does once it has copied the ledger elsewhere."""
+    current = bk.store.read_ledger(handle.ledger)
+    bk.store.write_ledger(handle.ledger, dataclasses.replace(current.value, ensembles=fragments), current.version)
+
+
+def test_only_closed_ledgers_absent_from_every_ensemble_are_deleted_as_over_replicated(bk_cluster):
+    c, bk = bk_cluster(1, gcOverreplicatedLedgerWaitTime=1, **NO_TIMED_PASS)
+    here, elsewhere = c.bookies[0].bookie_id, "127.0.0.1:9"
+    handles = {name: write(bk, 20, name.encode()) for name in ("closed_moved", "open_moved", "closed_partly",
+                                                               "closed_marked", "closed_here")}
+    for name, handle in handles.items():
+        if name != "open_moved":
+            handle.close()
+    for name in ("closed_moved", "open_moved", "closed_marked"):
+        moved_elsewhere(bk, handles[name], ((0, (elsewhere,)),))
+    moved_elsewhere(bk, handles["closed_partly"], ((0, (elsewhere,)), (10, (here,))))
+    marker = layout.under_replicated_ledger_path(handles["closed_marked"].ledger.ledger_id)
+    bk.store.write_node(marker, b"", None)
+    client = bk.bookie_client(here)
+
+    def stored() -> list[str]:
+        return [name for name, handle in handles.items() if client.read_entry(handle.ledger, 19).status == status.EOK]
+
+    assert stored() == list(handles)
+    state = forced_pass(bk, here)
+    assert state.ledgersDeleted == 1
+    assert stored() == ["open_moved", "closed_partly", "closed_marked", "closed_here"]
+    assert client.read_entry(handles["closed_moved"].ledger, 0).status == status.ENOLEDGER
+
+    bk.store.delete_node(marker)  # replication done: the marker goes, and so does this copy
+    assert forced_pass(bk, here).ledgersDeleted == 2
+    assert stored() == ["open_moved", "closed_partly", "closed_here"]
