@@ -138,3 +138,28 @@ def test_only_closed_ledgers_absent_from_every_ensemble_are_deleted_as_over_repl
     bk.store.delete_node(marker)  # replication done: the marker goes, and so does this copy
     assert forced_pass(bk, here).ledgersDeleted == 2
     assert stored() == ["open_moved", "closed_partly", "closed_here"]
+
+
+def test_a_log_left_without_ledgers_map_and_corrupt_mid_records_is_skipped(bk_cluster):
+    # The log being written when the bookie is SIGKILLed has no ledgers map: GC scans its records, and
+    # a record size no record can have, in the middle of it, is corruption (not a torn tail).
+    c, bk = bk_cluster(1, entryLogSizeLimit=1 << 20, flushInterval=100, **NO_TIMED_PASS)
+    bookie = c.bookies[0]
+    handle = write(bk, 50, b"e" * ENTRY)
+    handle.close()
+    current = os.path.join(bookie.ledger_dir, "current", "0.log")
+    wait_for(lambda: os.path.getsize(current) >= LOG_HEADER_SIZE + 3 * ENTRY, "the entry log to reach the disk")
+    c.kill_bookie(0, signal.SIGKILL)
+    with open(current, "rb") as f:
+        first = int.from_bytes(f.read(LOG_HEADER_SIZE + 4)[-4:], "big")
+    damaged = overwrite(current, LOG_HEADER_SIZE + 4 + first, (0x7FFFFFFF).to_bytes(4, "big"))
+    c.start_bookie(0)
+
+    state = forced_pass(bk, bookie.bookie_id)
+
+    assert [(k.path, k.entryLogId) for k in state.skipped] == [(current, 0)]
+    assert "impossible record size 2147483647" in state.skipped[0].reason
+    with open(current, "rb") as f:
+        assert f.read() == damaged
+    client = bk.bookie_client(bookie.bookie_id)  # the ledger is still here (entry 1's record is the damaged one)
+    assert [client.read_entry(handle.ledger, e).status for e in (0, 49)] == [status.EOK, status.EOK]
