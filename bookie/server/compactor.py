@@ -20,8 +20,9 @@ compacted and that would stay behind as a second copy of its live entries.
 and 4 again; repointing is idempotent). A crash at any moment leaves every live entry readable
 exactly once, and no compaction file behind.
 
-Readers never miss an entry: logs are removed under the storage lock, and a range read that looked
-up a location in a log removed before it read it looks the entries up again (ledger_storage).
+Readers never miss an entry: the index is repointed under the storage lock before the old log is
+removed, and a range read that looked up a location in a log removed before it read it looks the
+entries up again (ledger_storage).
 """
 from __future__ import annotations
 
@@ -324,7 +325,10 @@ class TransactionalEntryLogCompactor:
             self._repoint(old_id, groups)
             self.storage.flush()  # entry logs, index pages and headers, fsynced
             self._step("index_flushed")
-            self.entry_logger.remove_log(old_id)
+        # Outside the storage lock (unlinking a large cached file takes milliseconds): the index no
+        # longer points into the old log, and a read that looked up a location in it earlier finds it
+        # removed and looks the entry up again.
+        self.entry_logger.remove_log(old_id)
         current = os.path.dirname(compacted)
         fsync_dir(current)
         self._step("old_log_deleted")
