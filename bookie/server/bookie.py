@@ -66,8 +66,8 @@ class Bookie:
         self._check_directories()
         self.cookie = check_cookies(self.conf, instance_id, registered_cookie)
         self.storage = InterleavedLedgerStorage(self.conf, self.ledger_dirs, self.conf.index_dirs)
-        compactor = TransactionalEntryLogCompactor(self.storage, self.conf)
-        compactor.clean_up_and_recover()  # a compaction a crash cut short, before anything reads
+        self.compactor = TransactionalEntryLogCompactor(self.storage, self.conf)
+        self.compactor.clean_up_and_recover()  # a compaction a crash cut short, before anything reads
         self.journals = [Journal(d, self.conf, i) for i, d in enumerate(self.journal_dirs)]
         self._replay()
         for journal in self.journals:
@@ -82,7 +82,7 @@ class Bookie:
         if metadata_store is not None:
             self.garbage_collector = GarbageCollectorThread(self.conf, self.storage, metadata_store,
                                                             self.conf.bookie_id, self.sync_thread.checkpoint)
-            self.garbage_collector.compactor = compactor
+            self.garbage_collector.compactor = self.compactor
         self.dirs_monitor.check()
         self.dirs_monitor.start()
         if self.garbage_collector is not None:
@@ -113,6 +113,7 @@ class Bookie:
         self.running = False
         if self.garbage_collector is not None:
             self.garbage_collector.shutdown()
+        self.compactor.shutdown()
         self.dirs_monitor.shutdown()
         self.sync_thread.shutdown()
         for journal in self.journals:

@@ -32,6 +32,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -172,6 +173,10 @@ class TransactionalEntryLogCompactor:
         self._stop_at = os.environ.get(STOP_AT_ENV)
         self._hold_file = os.environ.get(HOLD_FILE_ENV)
         self._lock = threading.Lock()  # one compaction at a time (BookKeeper's is single-threaded too)
+        # The file work after a log's index is flushed (delete the old log, final rename) runs here,
+        # overlapping the next log's copy; drain() waits for it. The order on disk is unchanged.
+        self._finisher = ThreadPoolExecutor(1, thread_name_prefix="compaction-finisher")
+        self._finishing: Future | None = None
 
     def _step(self, name: str) -> None:
         if name == self._stop_at:
@@ -217,7 +222,8 @@ class TransactionalEntryLogCompactor:
             # Readers reach N through an fd opened now, which survives the final rename.
             self.entry_logger.add_log(new_id, compacted, os.open(compacted, os.O_RDONLY))
             groups = _by_ledger(live, (new_id << 32) | new_offsets)
-            self._finish(old_id, new_id, compacted, groups)
+            self._repoint_and_flush(old_id, groups)
+            self._finishing = self._finisher.submit(self._finish_files, old_id, new_id, compacted)
             log.info("compacted entry log %x.log into %x.log: %d live entries, %d bytes reclaimed",
                      old_id, new_id, len(live.entry_ids), old_size - new_size)
             return old_size - new_size
@@ -318,16 +324,38 @@ class TransactionalEntryLogCompactor:
                     f"entry {live.entry_ids[j]}, which the index puts there")
         return None
 
+    def drain(self) -> None:
+        """Wait until the last compacted log's files are final (its old log deleted, its rename done);
+        raises what that work raised."""
+        finishing, self._finishing = self._finishing, None
+        if finishing is not None:
+            finishing.result()
+
+    def shutdown(self) -> None:
+        try:
+            self.drain()
+        finally:
+            self._finisher.shutdown(wait=True)
+
     def _finish(self, old_id: int, new_id: int, compacted: str,
                 groups: dict[LedgerId, tuple[np.ndarray, np.ndarray]]) -> None:
-        """Steps 3 and 4, from the commit point on (also recovery's roll forward)."""
+        """Steps 3 and 4, from the commit point on (recovery's roll forward)."""
+        self._repoint_and_flush(old_id, groups)
+        self._finish_files(old_id, new_id, compacted)
+
+    def _repoint_and_flush(self, old_id: int, groups: dict[LedgerId, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Step 3: the index points at the copies, durably. A previous log's file work is waited for
+        first, so no two logs are between steps 3 and 4 at once."""
+        self.drain()
         with self.storage.lock:
             self._repoint(old_id, groups)
             self.storage.flush()  # entry logs, index pages and headers, fsynced
             self._step("index_flushed")
-        # Outside the storage lock (unlinking a large cached file takes milliseconds): the index no
-        # longer points into the old log, and a read that looked up a location in it earlier finds it
-        # removed and looks the entry up again.
+
+    def _finish_files(self, old_id: int, new_id: int, compacted: str) -> None:
+        """Step 4. Outside the storage lock (unlinking a large cached file takes milliseconds): the
+        index no longer points into the old log, and a read that looked up a location in it earlier
+        finds it removed and looks the entry up again."""
         self.entry_logger.remove_log(old_id)
         current = os.path.dirname(compacted)
         fsync_dir(current)
@@ -355,6 +383,7 @@ class TransactionalEntryLogCompactor:
         """Finish or roll back every compaction a crash interrupted (AbstractLogCompactor.cleanUpAndRecover)."""
         done = []
         with self._lock:
+            self.drain()
             for ledger_dir in self.entry_logger.ledger_dirs:
                 current = os.path.join(ledger_dir, "current")
                 for step in recovery_plan(os.listdir(current)):

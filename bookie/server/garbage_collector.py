@@ -44,6 +44,8 @@ class Compactor(Protocol):
 
     def compact(self, meta: EntryLogMetadata) -> int: ...
 
+    def drain(self) -> None: ...
+
 
 class GarbageCollectorThread(PeriodicThread):
     def __init__(self, conf, storage: InterleavedLedgerStorage, store: MetadataStore, bookie_id: str,
@@ -261,6 +263,7 @@ class GarbageCollectorThread(PeriodicThread):
                 with self._lock:
                     self._status.bytes_reclaimed += freed
         finally:
+            self.compactor.drain()  # the last log's old file deleted and its copy renamed, before the pass ends
             finished = time.time()
             setattr(self, f"last_{kind}_compaction", finished)
             if kind == "major":  # a major compaction covers what a minor one would do

@@ -170,7 +170,10 @@ def test_reads_and_writes_go_on_while_compaction_holds_at_its_steps(bk_cluster, 
         # Held after the old log's deletion: reads find the entries in the new log, not yet renamed.
         hold.write_text("old_log_deleted")
         wait_for(lambda: at.read_text() == "old_log_deleted", "compaction to delete the old log")
-        assert compaction_files(bookie) == [compacted]
+        # The next log's copy may be under way meanwhile: the old log's deletion and the final rename
+        # run on the compactor's finisher thread, overlapping it.
+        files = compaction_files(bookie)
+        assert compacted in files and len(files) <= 2, files
         assert not os.path.exists(os.path.join(current_dir(bookie), old_log))
         traffic.wait_more(2, 1, "reads and writes after the deletion")
         hold.write_text("go")
