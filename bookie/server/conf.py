@@ -93,7 +93,7 @@ OPTIONS: dict[str, Option] = {
     "verifyMetadataOnGc": _o("bool", False, "re-read a ledger's metadata before GC deletes it; delete only on "
                              "'no such ledger'"),
     "gcOverreplicatedLedgerWaitTime": _o("int", 86400000, "interval of the over-replicated ledger check, ms "
-                                         "(CLOSED ledgers whose ensembles never include this bookie)", 0),
+                                         "(CLOSED ledgers whose ensembles never include this bookie); 0 turns the check off", 0),
     "isForceGCAllowWhenNoSpace": _o("bool", False, "disks full: force GC and compaction every gcWaitTime "
                                     "(false: compaction is suspended until space comes back)"),
     "gcMetadataOpRateLimit": _o("int", 1000, "metadata reads per second GC makes (verify and over-replication "

@@ -12,7 +12,7 @@
    Any error (ConnectionLoss, timeout, a failed listing) aborts the whole comparison: nothing is
    deleted on a partial listing.
 4. ``verifyMetadataOnGc``: each candidate is read again and deleted only on "no such ledger".
-5. Every ``gcOverreplicatedLedgerWaitTime``: a CLOSED ledger whose ensembles never include this bookie
+5. Every ``gcOverreplicatedLedgerWaitTime`` (0: never): a CLOSED ledger whose ensembles never include this bookie
    (AutoRecovery copied it elsewhere) is deleted, unless it is marked under-replicated or a
    replication worker holds its lock. (BookKeeper takes that lock itself; AutoRecovery is not built
    yet, so the marker and lock are only checked.)
@@ -97,7 +97,9 @@ class ScanAndCompareGarbageCollector:
             scan.aborted = f"metadata listing failed, no ledger deleted this pass: {exc}"
             log.warning("GC: %s", scan.aborted)
             return scan
-        if time.monotonic() - self._last_overreplicated >= self.overreplicated_interval:
+        # 0 or less turns the check off, as in BookKeeper (enabled only for a positive interval).
+        if self.overreplicated_interval > 0 and \
+                time.monotonic() - self._last_overreplicated >= self.overreplicated_interval:
             scan.garbage += self._overreplicated(present)
             self._last_overreplicated = time.monotonic()
         return scan

@@ -168,7 +168,7 @@ def test_verify_metadata_on_gc(engine, verify):
 
 
 def test_over_replicated_only_closed_and_absent_from_every_ensemble(engine):
-    bookie, store, gc = engine(gcOverreplicatedLedgerWaitTime=0)
+    bookie, store, gc = engine(gcOverreplicatedLedgerWaitTime=1)
     me, other = "127.0.0.1:3181", ("127.0.0.1:1", "127.0.0.1:2")
     closed = dict(state=LedgerState.CLOSED, last_entry_id=9)
     cases = {
@@ -194,6 +194,16 @@ def test_over_replicated_check_waits_for_its_interval(engine):
     ledger = LedgerId(0, 1)
     store.add(ledger, state=LedgerState.CLOSED, ensembles=((0, ("127.0.0.1:1",)),))
     write(bookie, ledger, 1, 100)
+    gc.run_once()
+    assert bookie.storage.ledger_exists(ledger)
+
+
+def test_over_replicated_check_is_off_at_zero(engine):
+    bookie, store, gc = engine(gcOverreplicatedLedgerWaitTime=0)  # BookKeeper: enabled only when > 0
+    ledger = LedgerId(0, 1)
+    store.add(ledger, state=LedgerState.CLOSED, ensembles=((0, ("127.0.0.1:1",)),))
+    write(bookie, ledger, 1, 100)
+    gc.run_once()
     gc.run_once()
     assert bookie.storage.ledger_exists(ledger)
 
