@@ -142,6 +142,12 @@ class EntryLogger:
         with self._lock:
             return sorted(self._paths)
 
+    def finished_log_ids(self) -> list[int]:
+        """Every log but the one being written, taken together under the lock: a log listed here never
+        grows again (GC must not describe a log from a scan that a roll then extends)."""
+        with self._lock:
+            return sorted(i for i in self._paths if i != self.log_id)
+
     # -- logs written or removed beside the current one (compaction, GC) ----------------------------
     def reserve_log_id(self, ledger_dir: str) -> int:
         """A fresh log id for a log another writer makes (compaction); kept in lastId so no restart

@@ -193,8 +193,7 @@ class GarbageCollectorThread(PeriodicThread):
         """Metadata of every log but the one being written that is not known yet; corrupt ones are
         returned (and retried next pass)."""
         logger = self.storage.entry_logger
-        current = logger.log_id
-        todo = [i for i in logger.log_ids() if i != current and i not in self.entry_log_meta]
+        todo = [i for i in logger.finished_log_ids() if i not in self.entry_log_meta]
         skipped = []
         for n, log_id in enumerate(todo):
             self._phase("entry logs", n, len(todo))

@@ -349,3 +349,47 @@ def test_force_gc_returns_a_pass_that_starts_after_it(engine):
         assert not gc.status().major_compaction_suspended
     finally:
         gc.shutdown()
+
+
+class RollsBeforeListing:
+    """The bookie's entry logger, rolled once while GC looks at which logs exist (after it read which
+    one is being written, or just before it lists them): the moment a roll ran into in CI, when a log
+    then being written was described from a scan and GC tried to remove it."""
+
+    def __init__(self, logger):
+        self._logger, self._rolled = logger, False
+
+    def _roll_once(self) -> None:
+        if not self._rolled:
+            self._rolled = True
+            self._logger.roll()
+
+    @property
+    def log_id(self) -> int:
+        current = self._logger.log_id
+        self._roll_once()  # right after the current log was read: a listing now holds a newer one
+        return current
+
+    def finished_log_ids(self) -> list[int]:
+        self._roll_once()
+        return self._logger.finished_log_ids()
+
+    def __getattr__(self, name):
+        return getattr(self._logger, name)
+
+
+def test_a_log_rolled_in_while_gc_lists_the_logs_is_never_described_or_removed(engine):
+    bookie, store, gc = engine()
+    gone, kept = LedgerId(0, 1), LedgerId(0, 2)
+    for ledger in (gone, kept):
+        write(bookie, ledger)
+    store.add(kept)
+    real = bookie.storage.entry_logger
+    bookie.storage.entry_logger = RollsBeforeListing(real)
+    try:
+        gc.run_once()
+    finally:
+        bookie.storage.entry_logger = real
+    assert gc.status().passes == 1, "the pass failed"
+    assert real.log_id not in gc.entry_log_meta  # the log being written is GC's only once finished
+    assert bookie.storage.ledger_exists(kept) and not bookie.storage.ledger_exists(gone)
