@@ -429,26 +429,6 @@ class ZKMetadataStore(MetadataStore):
     def node_children(self, path: str) -> list[str]:
         return sorted(self._children(self._path(path)))
 
-    # -- ephemeral nodes and one-shot watches, for recipes such as the auditor election ------------------
-    def create_ephemeral(self, path: str, data: bytes, sequential: bool = False) -> str:
-        """Create an ephemeral node (parents too; ``sequential`` appends ZooKeeper's counter) held by this
-        store's session; returns its path relative to the root."""
-        try:
-            full = self.zk.create(self._path(path), data, ephemeral=True, sequence=sequential, makepath=True)
-        except NodeExistsError:
-            raise BKMetadataVersionException(f"{self._path(path)} already exists") from None
-        except KazooException as exc:
-            raise self._zk_error(f"create of {self._path(path)}", exc) from None
-        return full[len(self.root) + 1:]
-
-    def watch_node(self, path: str, callback) -> bool:
-        """Call ``callback()`` once, the next time the node changes or goes; False (and no watch) if it is
-        already gone."""
-        try:
-            return self.zk.exists(self._path(path), watch=lambda event: callback()) is not None
-        except KazooException as exc:
-            raise self._zk_error(f"watch of {self._path(path)}", exc) from None
-
     def close(self) -> None:
         self.zk.remove_listener(self._on_state)
         self.zk.stop()
