@@ -106,6 +106,11 @@ OPTIONS: dict[str, Option] = {
     "autoRecoveryDaemonEnabled": _o("bool", False, "run the auditor and replication worker in the bookie"),
     "openLedgerRereplicationGracePeriod": _o("int", 30000, "ms before an open ledger is fenced for rereplication"),
     "lostBookieRecoveryDelay": _o("int", 0, "seconds before a lost bookie's ledgers are re-replicated", 0),
+    "auditorPeriodicBookieCheckInterval": _o("int", 86400, "seconds between the auditor's audits of lost bookies "
+                                             "(0: off)", 0),
+    "auditorPeriodicCheckInterval": _o("int", 604800, "seconds between the auditor's checks of every ledger (0: off)", 0),
+    "auditorReplicasCheckInterval": _o("int", 0, "seconds between the auditor's comparisons of each bookie's entries "
+                                       "with the striping; what it finds is marked (0: off)", 0),
 }
 
 ALIASES = {"logSizeLimit": "entryLogSizeLimit"}
