@@ -138,8 +138,20 @@ class MetadataStore(abc.ABC):
         """Delete (at ``version``, or any with -1); False if it was not there or still has children."""
 
     @abc.abstractmethod
-    def node_children(self, path: str) -> list[str]:
-        """Names of the node's children, sorted; [] if there is no such node."""
+    def node_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:
+        """Names of the node's children, sorted; [] if there is no such node. ``watch`` (if given, and
+        the node exists) is called once, on the next change of the children or of the node."""
+
+    @abc.abstractmethod
+    def create_node(self, path: str, data: bytes, ephemeral: bool = False, sequential: bool = False) -> str:
+        """Create a node (parents too) and return its path (relative to the root; a sequential node's
+        name ends with its sequence number). An ephemeral node lives as long as this store's session.
+        BKMetadataVersionException if it exists already."""
+
+    @abc.abstractmethod
+    def watch_node(self, path: str, callback: Callable[[Versioned[bytes] | None], None]) -> Callable[[], None]:
+        """Call ``callback`` with the node now and with each change (None while it does not exist);
+        returns a function that stops it."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -426,8 +426,37 @@ class ZKMetadataStore(MetadataStore):
         except KazooException as exc:
             raise self._zk_error(f"delete of {full}", exc) from None
 
-    def node_children(self, path: str) -> list[str]:
-        return sorted(self._children(self._path(path)))
+    def node_children(self, path: str, watch=None) -> list[str]:
+        if watch is None:
+            return sorted(self._children(self._path(path)))
+        try:
+            return sorted(self.zk.get_children(self._path(path), watch=lambda event: watch()))
+        except NoNodeError:
+            return []
+        except KazooException as exc:
+            raise self._zk_error(f"listing {self._path(path)}", exc) from None
+
+    def create_node(self, path: str, data: bytes, ephemeral: bool = False, sequential: bool = False) -> str:
+        full = self._path(path)
+        try:
+            created = self.zk.create(full, data, ephemeral=ephemeral, sequence=sequential, makepath=True)
+        except NodeExistsError:
+            raise BKMetadataVersionException(f"{full} exists already") from None
+        except KazooException as exc:
+            raise self._zk_error(f"create of {full}", exc) from None
+        return created[len(self.root) + 1:]
+
+    def watch_node(self, path, callback):
+        stopped = threading.Event()
+
+        def on_change(data, stat, event=None):
+            if stopped.is_set():
+                return False
+            callback(None if stat is None else Versioned(data, stat.version, stat.mtime))
+            return None
+
+        self.zk.DataWatch(self._path(path), on_change)
+        return stopped.set
 
     def close(self) -> None:
         self.zk.remove_listener(self._on_state)

@@ -106,6 +106,11 @@ OPTIONS: dict[str, Option] = {
     "autoRecoveryDaemonEnabled": _o("bool", False, "run the auditor and replication worker in the bookie"),
     "openLedgerRereplicationGracePeriod": _o("int", 30000, "ms before an open ledger is fenced for rereplication"),
     "lostBookieRecoveryDelay": _o("int", 0, "seconds before a lost bookie's ledgers are re-replicated", 0),
+    "rereplicationEntryBatchSize": _o("int", 10, "entries a replication worker reads and writes at a time (this "
+                                      "project reads them with one range read)", 1),
+    "lockReleaseOfFailedLedgerGracePeriod": _o("int", 300000, "ms: longest backoff before a replication worker "
+                                               "releases a ledger it failed to re-replicate", 0),
+    "rwRereplicateBackoffMs": _o("int", 5000, "ms a replication worker waits after an unexpected error", 0),
     "auditorPeriodicBookieCheckInterval": _o("int", 86400, "seconds between the auditor's audits of lost bookies "
                                              "(0: off)", 0),
     "auditorPeriodicCheckInterval": _o("int", 604800, "seconds between the auditor's checks of every ledger (0: off)", 0),

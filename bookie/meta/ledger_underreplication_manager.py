@@ -1,0 +1,375 @@
+"""Which ledgers are under-replicated, and who is re-replicating them (BookKeeper's
+ZkLedgerUnderreplicationManager), over the MetadataStore.
+
+BookKeeper's znodes and formats, so its BookieShell (``listunderreplicated``, ``lostbookierecoverydelay``,
+``autorecovery``) reads what this writes (docs: shared reference §2.3 "Under-replication"):
+
+- ``underreplication/LAYOUT``: TextFormat ``LedgerRereplicationLayoutFormat`` ``{type: "BASIC" version: 1}``;
+- ``underreplication/ledgers/<%04x>/<%04x>/<%04x>/<%04x>/urL%010d``: persistent, TextFormat
+  ``UnderreplicatedLedgerFormat`` (missing replicas, ctime); re-marking merges the replica lists by CAS;
+- ``underreplication/locks/urL%010d``: ephemeral, TextFormat ``LockDataFormat`` (the worker's id);
+- ``underreplication/disable`` (present: AutoRecovery disabled), ``lostBookieRecoveryDelay`` (seconds
+  as text), ``checkallledgersctime`` / ``placementpolicycheckctime`` / ``replicascheckctime`` (binary).
+
+Beyond BookKeeper: ``underreplication/state/urL%010d`` holds each marked ledger's state and reason as
+JSON (``ReplicationState``), in a node of its own so that BookKeeper's parser of urL nodes never sees it;
+it is deleted with the urL node.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from google.protobuf import text_format
+
+from bookie.exceptions import BKMetadataVersionException
+from bookie.meta import layout
+from bookie.meta.metadata_store import MetadataStore
+from bookie.proto.data_formats_pb2 import (CheckAllLedgersFormat, LedgerRereplicationLayoutFormat, LockDataFormat,
+                                           PlacementPolicyCheckFormat, ReplicasCheckFormat,
+                                           UnderreplicatedLedgerFormat)
+
+log = logging.getLogger(__name__)
+
+UR = layout.UNDER_REPLICATION_NODE
+LAYOUT_PATH = f"{UR}/{layout.LAYOUT_ZNODE}"
+LEDGERS_PATH = f"{UR}/ledgers"
+LOCKS_PATH = f"{UR}/locks"
+STATE_PATH = f"{UR}/state"
+DISABLE_PATH = f"{UR}/disable"
+LOST_BOOKIE_RECOVERY_DELAY_PATH = f"{UR}/lostBookieRecoveryDelay"
+CHECK_ALL_LEDGERS_CTIME_PATH = f"{UR}/checkallledgersctime"
+PLACEMENT_POLICY_CHECK_CTIME_PATH = f"{UR}/placementpolicycheckctime"
+REPLICAS_CHECK_CTIME_PATH = f"{UR}/replicascheckctime"
+UNDER_REPLICATION_LAYOUT_TYPE = "BASIC"  # ZkLedgerUnderreplicationManager.UNDER_REPLICATION_LAYOUT... type
+UNDER_REPLICATION_LAYOUT_VERSION = 1
+URL_PREFIX = "urL"
+
+# States of an under-replicated ledger (ReplicationState.state).
+WAITING_GRACE_PERIOD = "waiting-grace-period"
+WAITING_RECOVERY_DELAY = "waiting-recovery-delay"
+COPYING = "copying"
+FAILED = "failed"
+UNRECOVERABLE = "unrecoverable"
+STATES = (WAITING_GRACE_PERIOD, WAITING_RECOVERY_DELAY, COPYING, FAILED, UNRECOVERABLE)
+
+
+@dataclass(frozen=True)
+class ReplicationState:
+    """What is happening to one under-replicated ledger, for tools. ``details`` by state: copying
+    {fragment, from, to, progress}; failed {next_try (ms since the epoch)}; unrecoverable {first, last}."""
+    state: str
+    reason: str = ""
+    details: dict = field(default_factory=dict)
+    by: str = ""  # the worker or auditor that wrote it
+    mtime: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def __post_init__(self) -> None:
+        if self.state not in STATES:
+            raise ValueError(f"replication state {self.state!r} is not one of {', '.join(STATES)}")
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> "ReplicationState":
+        return cls(**json.loads(data))
+
+
+@dataclass(frozen=True)
+class UnderreplicatedLedger:
+    """One urL node (BookKeeper's UnderreplicatedLedger): the ledger, its missing replicas, when marked."""
+    ledger_id: int
+    replicas: tuple[str, ...]
+    ctime: int  # ms since the epoch; -1 when the record has none (written by an old BookKeeper)
+    version: int = -1
+
+
+def encode_underreplicated(replicas, ctime: int) -> bytes:
+    return text_format.MessageToString(UnderreplicatedLedgerFormat(replica=list(replicas), ctime=ctime)).encode()
+
+
+def decode_underreplicated(data: bytes) -> UnderreplicatedLedgerFormat:
+    return text_format.Parse(data.decode(), UnderreplicatedLedgerFormat())
+
+
+def state_path(ledger_id: int) -> str:
+    return f"{STATE_PATH}/{URL_PREFIX}{ledger_id:010d}"
+
+
+def ledger_id_of(name: str) -> int:
+    return int(name[len(URL_PREFIX):])
+
+
+class LedgerUnderreplicationManager:
+    """Marks, lists, locks and releases under-replicated ledgers; enable/disable; the recovery delay.
+
+    One per process; ``worker_id`` goes into the locks it takes (LockDataFormat.bookieId). Locks are
+    ephemeral nodes of the store's session: a worker that dies loses them with its session.
+    """
+
+    def __init__(self, store: MetadataStore, worker_id: str = ""):
+        self.store = store
+        self.worker_id = worker_id
+        self._held: dict[int, int] = {}  # ledger -> version of its urL node when locked
+        self._held_lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._changes = 0
+        self._check_layout()
+
+    def _check_layout(self) -> None:
+        """Create LAYOUT (and the ledgers/locks nodes) if missing; refuse a layout we do not know."""
+        wanted = LedgerRereplicationLayoutFormat(type=UNDER_REPLICATION_LAYOUT_TYPE,
+                                                 version=UNDER_REPLICATION_LAYOUT_VERSION)
+        found = self.store.read_node(LAYOUT_PATH)
+        if found is None:
+            try:
+                self.store.create_node(LAYOUT_PATH, text_format.MessageToString(wanted).encode())
+            except BKMetadataVersionException:
+                found = self.store.read_node(LAYOUT_PATH)
+        if found is not None:
+            existing = text_format.Parse(found.value.decode(), LedgerRereplicationLayoutFormat())
+            if existing != wanted:
+                raise ValueError(f"{self.store.root}/{LAYOUT_PATH} is {text_format.MessageToString(existing, as_one_line=True)}, "
+                                 f"not the supported {text_format.MessageToString(wanted, as_one_line=True)}")
+        for path in (LEDGERS_PATH, LOCKS_PATH):
+            if self.store.read_node(path) is None:
+                try:
+                    self.store.create_node(path, b"")
+                except BKMetadataVersionException:
+                    pass
+
+    # -- marking -------------------------------------------------------------------------------------
+    def mark_ledger_underreplicated(self, ledger_id: int, missing_replicas) -> None:
+        """Add ``missing_replicas`` to the ledger's urL node, creating it if needed (merge by CAS)."""
+        path = layout.under_replicated_ledger_path(ledger_id)
+        while True:
+            found = self.store.read_node(path)
+            if found is None:
+                data = encode_underreplicated(sorted(set(missing_replicas)), int(time.time() * 1000))
+                try:
+                    self.store.create_node(path, data)
+                    return
+                except BKMetadataVersionException:
+                    continue  # marked meanwhile by someone else: merge into theirs
+            record = decode_underreplicated(found.value)
+            merged = list(record.replica) + [r for r in sorted(set(missing_replicas)) if r not in record.replica]
+            if merged == list(record.replica):
+                return
+            try:
+                self.store.write_node(path, encode_underreplicated(merged, record.ctime), found.version)
+                return
+            except BKMetadataVersionException:
+                continue  # changed or deleted meanwhile: read again
+
+    def mark_ledger_replicated(self, ledger_id: int) -> None:
+        """Delete the ledger's urL node (unless it was re-marked since we locked it: then the new
+        marking stays for the next round), its state node and empty parents; release the lock."""
+        path = layout.under_replicated_ledger_path(ledger_id)
+        with self._held_lock:
+            version = self._held.get(ledger_id, -1)
+        try:
+            if self.store.delete_node(path, version):
+                self._delete_empty_parents(path)
+            self.store.delete_node(state_path(ledger_id))
+        except BKMetadataVersionException:
+            log.info("ledger %d was marked under-replicated again while it was re-replicated; it stays marked",
+                     ledger_id)
+        self.release_underreplicated_ledger(ledger_id)
+
+    def _delete_empty_parents(self, path: str) -> None:
+        parent = path.rsplit("/", 1)[0]
+        while parent != LEDGERS_PATH and self.store.delete_node(parent):  # False while it has children
+            parent = parent.rsplit("/", 1)[0]
+
+    def list_underreplicated(self, predicate: Callable[[tuple[str, ...]], bool] | None = None):
+        """Every marked ledger whose replica list satisfies ``predicate`` (BookKeeper's
+        listLedgersToRereplicate), in id order, as UnderreplicatedLedger records."""
+        for node in self._url_nodes():
+            found = self.store.read_node(node)
+            if found is None:
+                continue  # replicated meanwhile
+            record = decode_underreplicated(found.value)
+            replicas = tuple(record.replica)
+            if predicate is None or predicate(replicas):
+                yield UnderreplicatedLedger(ledger_id_of(node.rsplit("/", 1)[1]), replicas,
+                                            record.ctime if record.HasField("ctime") else -1, found.version)
+
+    def _url_nodes(self, watch: Callable[[], None] | None = None) -> list[str]:
+        """Paths of every urL node, in id order (the four hex levels sort as the ids do)."""
+        nodes = []
+
+        def walk(path: str, depth: int) -> None:
+            for child in self.store.node_children(path, watch):
+                if depth == 4:
+                    if child.startswith(URL_PREFIX):
+                        nodes.append(f"{path}/{child}")
+                else:
+                    walk(f"{path}/{child}", depth + 1)
+
+        walk(LEDGERS_PATH, 0)
+        return nodes
+
+    def get_underreplicated(self, ledger_id: int) -> UnderreplicatedLedger | None:
+        found = self.store.read_node(layout.under_replicated_ledger_path(ledger_id))
+        if found is None:
+            return None
+        record = decode_underreplicated(found.value)
+        return UnderreplicatedLedger(ledger_id, tuple(record.replica),
+                                     record.ctime if record.HasField("ctime") else -1, found.version)
+
+    # -- state and reason (beyond BookKeeper) ---------------------------------------------------------
+    def set_state(self, ledger_id: int, state: ReplicationState, require_marked: bool = True) -> None:
+        """Record the ledger's state; with ``require_marked`` only while it is marked (a worker's state
+        never outlives the urL node). The auditor's waiting-recovery-delay comes before the marking."""
+        if require_marked and self.store.read_node(layout.under_replicated_ledger_path(ledger_id)) is None:
+            return
+        self.store.write_node(state_path(ledger_id), state.encode(), -1)
+
+    def get_state(self, ledger_id: int) -> ReplicationState | None:
+        found = self.store.read_node(state_path(ledger_id))
+        return None if found is None else ReplicationState.decode(found.value)
+
+    # -- locks (one worker per ledger) ----------------------------------------------------------------
+    def _on_change(self) -> None:
+        with self._changed:
+            self._changes += 1
+            self._changed.notify_all()
+
+    def get_ledger_to_rereplicate(self, timeout: float | None = None,
+                                  skip: Callable[[int], bool] | None = None) -> int | None:
+        """Lock some marked ledger that no worker holds (ephemeral ``locks/urL…``) and return its id;
+        block until one can be locked, or ``timeout`` seconds (then None). ``skip`` leaves ledgers this
+        worker does not want now (e.g. unrecoverable ones it reported already)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._changed:
+                seen = self._changes
+            # Watches on every level walked and on the locks: a new marking or a released lock wakes us.
+            self.store.node_children(LOCKS_PATH, self._on_change)
+            for node in self._url_nodes(self._on_change):
+                ledger_id = ledger_id_of(node.rsplit("/", 1)[1])
+                if (skip is None or not skip(ledger_id)) and self._try_lock(ledger_id, node):
+                    return ledger_id
+            with self._changed:
+                while self._changes == seen:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return None
+                    self._changed.wait(remaining)
+
+    def _try_lock(self, ledger_id: int, node: str) -> bool:
+        with self._held_lock:
+            if ledger_id in self._held:
+                return False  # ours already (another thread of this worker has it)
+        lock = layout.under_replication_lock_path(ledger_id)
+        try:
+            self.store.create_node(lock, text_format.MessageToString(LockDataFormat(bookieId=self.worker_id)).encode(),
+                                   ephemeral=True)
+        except BKMetadataVersionException:
+            return False  # another worker holds it
+        found = self.store.read_node(node)
+        if found is None:  # replicated between our listing and our lock
+            self.store.delete_node(lock)
+            return False
+        with self._held_lock:
+            self._held[ledger_id] = found.version
+        return True
+
+    def release_underreplicated_ledger(self, ledger_id: int) -> None:
+        """Drop our lock on the ledger (another worker may take it)."""
+        with self._held_lock:
+            held = self._held.pop(ledger_id, None)
+        if held is not None:
+            self.store.delete_node(layout.under_replication_lock_path(ledger_id))
+
+    def is_ledger_being_replicated(self, ledger_id: int) -> bool:
+        return self.store.read_node(layout.under_replication_lock_path(ledger_id)) is not None
+
+    def lock_holder(self, ledger_id: int) -> str | None:
+        """The id in the ledger's lock (the worker re-replicating it), None if unlocked."""
+        found = self.store.read_node(layout.under_replication_lock_path(ledger_id))
+        if found is None:
+            return None
+        return text_format.Parse(found.value.decode(), LockDataFormat()).bookieId
+
+    # -- enable / disable -----------------------------------------------------------------------------
+    def disable_ledger_replication(self) -> None:
+        try:
+            self.store.create_node(DISABLE_PATH, b"")
+        except BKMetadataVersionException:
+            log.info("AutoRecovery is already disabled")
+
+    def enable_ledger_replication(self) -> None:
+        if not self.store.delete_node(DISABLE_PATH):
+            log.info("AutoRecovery is already enabled")
+
+    def is_ledger_replication_enabled(self) -> bool:
+        return self.store.read_node(DISABLE_PATH) is None
+
+    def wait_until_enabled(self, timeout: float | None = None) -> bool:
+        """Block while AutoRecovery is disabled; False if still disabled after ``timeout`` seconds."""
+        enabled = threading.Event()
+        stop = self.store.watch_node(DISABLE_PATH, lambda v: enabled.set() if v is None else enabled.clear())
+        try:
+            return enabled.wait(timeout)
+        finally:
+            stop()
+
+    # -- lostBookieRecoveryDelay and the auditor's check times ----------------------------------------
+    def initialize_lost_bookie_recovery_delay(self, delay_s: int) -> bool:
+        """Write the configured delay unless one is stored already (the stored one wins); True if written."""
+        try:
+            self.store.create_node(LOST_BOOKIE_RECOVERY_DELAY_PATH, str(int(delay_s)).encode())
+            return True
+        except BKMetadataVersionException:
+            return False
+
+    def set_lost_bookie_recovery_delay(self, delay_s: int) -> None:
+        self.store.write_node(LOST_BOOKIE_RECOVERY_DELAY_PATH, str(int(delay_s)).encode(), -1)
+
+    def get_lost_bookie_recovery_delay(self) -> int | None:
+        found = self.store.read_node(LOST_BOOKIE_RECOVERY_DELAY_PATH)
+        return None if found is None else int(found.value.decode().strip())
+
+    def watch_lost_bookie_recovery_delay(self, callback: Callable[[int | None], None]) -> Callable[[], None]:
+        """Call ``callback`` with the delay now and after each change; returns a function that stops it."""
+        return self.store.watch_node(LOST_BOOKIE_RECOVERY_DELAY_PATH,
+                                     lambda v: callback(None if v is None else int(v.value.decode().strip())))
+
+    def _set_ctime(self, path: str, message) -> None:
+        self.store.write_node(path, message.SerializeToString(), -1)
+
+    def _get_ctime(self, path: str, message_type, field_name: str) -> int:
+        found = self.store.read_node(path)
+        if found is None:
+            return -1
+        return getattr(message_type.FromString(found.value), field_name)
+
+    def set_check_all_ledgers_ctime(self, ctime_ms: int) -> None:
+        self._set_ctime(CHECK_ALL_LEDGERS_CTIME_PATH, CheckAllLedgersFormat(checkAllLedgersCTime=ctime_ms))
+
+    def get_check_all_ledgers_ctime(self) -> int:
+        return self._get_ctime(CHECK_ALL_LEDGERS_CTIME_PATH, CheckAllLedgersFormat, "checkAllLedgersCTime")
+
+    def set_placement_policy_check_ctime(self, ctime_ms: int) -> None:
+        self._set_ctime(PLACEMENT_POLICY_CHECK_CTIME_PATH,
+                        PlacementPolicyCheckFormat(placementPolicyCheckCTime=ctime_ms))
+
+    def get_placement_policy_check_ctime(self) -> int:
+        return self._get_ctime(PLACEMENT_POLICY_CHECK_CTIME_PATH, PlacementPolicyCheckFormat,
+                               "placementPolicyCheckCTime")
+
+    def set_replicas_check_ctime(self, ctime_ms: int) -> None:
+        self._set_ctime(REPLICAS_CHECK_CTIME_PATH, ReplicasCheckFormat(replicasCheckCTime=ctime_ms))
+
+    def get_replicas_check_ctime(self) -> int:
+        return self._get_ctime(REPLICAS_CHECK_CTIME_PATH, ReplicasCheckFormat, "replicasCheckCTime")
+
+    def held_ledgers(self) -> list[int]:
+        with self._held_lock:
+            return sorted(self._held)

@@ -1,0 +1,157 @@
+"""LedgerUnderreplicationManager on a real ZooKeeper: BookKeeper's znodes and formats, merging marks,
+one worker per ledger (ephemeral locks), blocking until a ledger can be locked, enable/disable, the
+recovery delay, and the state node beyond BookKeeper."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from google.protobuf import text_format
+
+from bookie.meta import layout
+from bookie.meta.ledger_underreplication_manager import (COPYING, UNRECOVERABLE, LedgerUnderreplicationManager,
+                                                         ReplicationState, state_path)
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.proto.data_formats_pb2 import LockDataFormat, UnderreplicatedLedgerFormat
+from tests.helpers.waiting import DEADLINE, wait_for
+
+
+@pytest.fixture
+def second_session(metadata_store):
+    """Another ZooKeeper session on the same root (a second worker)."""
+    store = ZKMetadataStore(str(metadata_store.uri))
+    yield store
+    store.close()
+
+
+def test_znodes_and_formats_are_bookkeepers(metadata_store):
+    urm = LedgerUnderreplicationManager(metadata_store, "worker-1")
+    assert metadata_store.read_node("underreplication/LAYOUT").value.decode().split() == \
+        ['type:', '"BASIC"', 'version:', '1']
+    urm.mark_ledger_underreplicated(0x1_0002_0003, ["127.0.0.1:3181"])
+    node = "underreplication/ledgers/0000/0001/0002/0003/urL4295098371"
+    assert layout.under_replicated_ledger_path(0x1_0002_0003) == node
+    record = text_format.Parse(metadata_store.read_node(node).value.decode(), UnderreplicatedLedgerFormat())
+    assert list(record.replica) == ["127.0.0.1:3181"] and record.ctime > 0
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 0x1_0002_0003
+    lock = metadata_store.read_node("underreplication/locks/urL4295098371").value.decode()
+    assert text_format.Parse(lock, LockDataFormat()).bookieId == "worker-1"
+    urm.set_lost_bookie_recovery_delay(30)
+    assert metadata_store.read_node("underreplication/lostBookieRecoveryDelay").value == b"30"
+
+
+def test_remarking_merges_replicas_and_keeps_ctime(metadata_store):
+    urm = LedgerUnderreplicationManager(metadata_store)
+    urm.mark_ledger_underreplicated(7, ["b1"])
+    first = urm.get_underreplicated(7)
+    urm.mark_ledger_underreplicated(7, ["b2", "b1"])
+    urm.mark_ledger_underreplicated(9, ["b3"])
+    assert urm.get_underreplicated(7).replicas == ("b1", "b2")
+    assert urm.get_underreplicated(7).ctime == first.ctime
+    assert [u.ledger_id for u in urm.list_underreplicated()] == [7, 9]
+    assert [u.ledger_id for u in urm.list_underreplicated(lambda replicas: "b3" in replicas)] == [9]
+
+
+def test_one_worker_per_ledger_and_locks_die_with_the_session(metadata_store, second_session):
+    a = LedgerUnderreplicationManager(metadata_store, "a")
+    b = LedgerUnderreplicationManager(second_session, "b")
+    a.mark_ledger_underreplicated(5, ["lost"])
+    assert a.get_ledger_to_rereplicate(timeout=DEADLINE) == 5
+    assert a.is_ledger_being_replicated(5) and b.lock_holder(5) == "a"
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(b.get_ledger_to_rereplicate(timeout=DEADLINE)))
+    waiter.start()
+    a.release_underreplicated_ledger(5)  # a failed: the ledger goes to b, which was blocked on its watch
+    waiter.join()
+    assert got == [5] and b.lock_holder(5) == "b"
+    second_session.close()  # b dies: its ephemeral lock goes with its session
+    wait_for(lambda: not a.is_ledger_being_replicated(5), "the dead worker's lock to go")
+    assert a.get_ledger_to_rereplicate(timeout=DEADLINE) == 5
+
+
+def test_blocks_until_a_ledger_is_marked_and_skips(metadata_store, second_session):
+    worker = LedgerUnderreplicationManager(metadata_store, "w")
+    auditor = LedgerUnderreplicationManager(second_session, "auditor")
+    auditor.mark_ledger_underreplicated(3, ["lost"])
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(
+        worker.get_ledger_to_rereplicate(timeout=DEADLINE, skip=lambda lid: lid == 3)))
+    waiter.start()
+    auditor.mark_ledger_underreplicated(0x5_0000_0000, ["lost"])  # another top-level branch of the tree
+    waiter.join()
+    assert got == [0x5_0000_0000] and not worker.is_ledger_being_replicated(3)
+
+
+def test_nothing_to_lock_returns_none_after_the_timeout(metadata_store):
+    urm = LedgerUnderreplicationManager(metadata_store)
+    assert urm.get_ledger_to_rereplicate(timeout=0.2) is None
+
+
+def test_mark_replicated_deletes_urL_state_lock_and_empty_parents(metadata_store):
+    urm = LedgerUnderreplicationManager(metadata_store, "w")
+    urm.mark_ledger_underreplicated(11, ["lost"])
+    urm.mark_ledger_underreplicated(12, ["lost"])
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 11
+    urm.set_state(11, ReplicationState(COPYING, "copying fragment 0", {"from": "b1", "to": "b4", "progress": 0.5}))
+    assert urm.get_state(11).details["to"] == "b4"
+    urm.mark_ledger_replicated(11)
+    assert urm.get_underreplicated(11) is None and urm.get_state(11) is None
+    assert not urm.is_ledger_being_replicated(11)
+    assert metadata_store.read_node(state_path(11)) is None
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 12
+    urm.mark_ledger_replicated(12)
+    assert metadata_store.node_children("underreplication/ledgers") == []
+    urm.set_state(12, ReplicationState(UNRECOVERABLE, "gone"))  # not marked: no state outlives its urL node
+    assert urm.get_state(12) is None
+
+
+def test_a_ledger_remarked_while_locked_stays_marked(metadata_store, second_session):
+    worker = LedgerUnderreplicationManager(metadata_store, "w")
+    auditor = LedgerUnderreplicationManager(second_session, "auditor")
+    auditor.mark_ledger_underreplicated(21, ["b1"])
+    assert worker.get_ledger_to_rereplicate(timeout=DEADLINE) == 21
+    auditor.mark_ledger_underreplicated(21, ["b2"])  # another bookie of it lost meanwhile
+    worker.mark_ledger_replicated(21)
+    assert auditor.get_underreplicated(21).replicas == ("b1", "b2")
+    assert not worker.is_ledger_being_replicated(21)
+
+
+def test_disable_enable_and_wait(metadata_store, second_session):
+    urm = LedgerUnderreplicationManager(metadata_store)
+    admin = LedgerUnderreplicationManager(second_session)
+    assert urm.is_ledger_replication_enabled()
+    admin.disable_ledger_replication()
+    assert metadata_store.read_node("underreplication/disable") is not None
+    assert not urm.is_ledger_replication_enabled()
+    assert not urm.wait_until_enabled(timeout=0.2)
+    done = []
+    waiter = threading.Thread(target=lambda: done.append(urm.wait_until_enabled(timeout=DEADLINE)))
+    waiter.start()
+    admin.enable_ledger_replication()
+    waiter.join()
+    assert done == [True] and urm.is_ledger_replication_enabled()
+
+
+def test_recovery_delay_and_check_times(metadata_store):
+    urm = LedgerUnderreplicationManager(metadata_store)
+    assert urm.get_lost_bookie_recovery_delay() is None
+    assert urm.initialize_lost_bookie_recovery_delay(10)
+    assert not urm.initialize_lost_bookie_recovery_delay(99)  # the stored value wins
+    seen = []
+    stop = urm.watch_lost_bookie_recovery_delay(seen.append)
+    urm.set_lost_bookie_recovery_delay(0)
+    wait_for(lambda: seen[-1:] == [0], "the watch to see the new delay")
+    stop()
+    assert seen[0] == 10 and urm.get_lost_bookie_recovery_delay() == 0
+    assert urm.get_check_all_ledgers_ctime() == -1
+    urm.set_check_all_ledgers_ctime(1234)
+    urm.set_placement_policy_check_ctime(5)
+    urm.set_replicas_check_ctime(6)
+    assert (urm.get_check_all_ledgers_ctime(), urm.get_placement_policy_check_ctime(),
+            urm.get_replicas_check_ctime()) == (1234, 5, 6)
+
+
+def test_an_unknown_layout_is_refused(metadata_store):
+    metadata_store.create_node("underreplication/LAYOUT", b'type: "FANCY" version: 2')
+    with pytest.raises(ValueError, match="FANCY"):
+        LedgerUnderreplicationManager(metadata_store)
