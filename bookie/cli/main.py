@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from bookie.cli import gc_commands, ledger_commands, log_commands, server_commands, storage_commands
+from bookie.cli import autorecovery_commands, gc_commands, ledger_commands, log_commands, server_commands, storage_commands
 from bookie.exceptions import BKException
 from bookie.server.conf import ServerConfiguration
 
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bk", description="Apache BookKeeper in Python")
     commands = parser.add_subparsers(dest="command", required=True)
     server_commands.register_top(commands, add_conf_args)
+    autorecovery_commands.register_top(commands, add_uri_args)
     shell = commands.add_parser("shell", help="operator commands (BookKeeper's bookkeeper shell)")
     shell_commands = shell.add_subparsers(dest="shell_command", required=True)
     storage_commands.register(shell_commands, add_conf_args)
@@ -50,13 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_commands.register_shell(shell_commands, add_uri_args)
     log_commands.register_shell(shell_commands, add_uri_args)
     gc_commands.register_shell(shell_commands, add_uri_args)
+    autorecovery_commands.register_shell(shell_commands, add_uri_args)
     ledger_commands.register_bench(commands, add_uri_args)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    default_level = "INFO" if args.command in ("bookie", "local") else "WARNING"
+    default_level = "INFO" if args.command in ("bookie", "local", "autorecovery") else "WARNING"
     logging.basicConfig(level=os.environ.get("BK_LOG_LEVEL", default_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)  # connection chatter while ZooKeeper starts

@@ -24,6 +24,8 @@ def register_top(commands, add_conf_args) -> None:
     local.add_argument("--conf", dest="bookie_conf", metavar="FILE",
                        help="a bk_server.conf (BookKeeper's keys: gcWaitTime, entryLogSizeLimit, compaction "
                             "thresholds, ...) applied to every bookie it starts")
+    local.add_argument("--autorecovery", action="store_true",
+                       help="run AutoRecovery in every bookie (autoRecoveryDaemonEnabled=true)")
     local.set_defaults(run=run_local, no_conf=True)
 
 
@@ -52,8 +54,21 @@ def run_bookie(args, conf) -> int:
         conf.set("grpcPort", args.grpc_port)
     if args.metadata_service_uri:
         conf.set("metadataServiceUri", args.metadata_service_uri)
-    asyncio.run(serve(conf, ready=lambda server: print(f"bookie {server.bookie_id} is up (gRPC on "
-                                                       f"127.0.0.1:{server.conf['grpcPort']})", flush=True)))
+    autorecovery = []
+
+    def ready(server) -> None:
+        if conf["autoRecoveryDaemonEnabled"]:
+            # Started here, not by the server: the server layer does not import replication.
+            from bookie.replication.autorecovery_main import AutoRecoveryMain
+            autorecovery.append(AutoRecoveryMain(conf, server.bookie_id).start())
+        print(f"bookie {server.bookie_id} is up (gRPC on 127.0.0.1:{server.conf['grpcPort']})"
+              + (", with AutoRecovery" if autorecovery else ""), flush=True)
+
+    try:
+        asyncio.run(serve(conf, ready=ready))
+    finally:
+        for main in autorecovery:
+            main.shutdown()
     return 0
 
 
@@ -75,6 +90,8 @@ def local_bookie_settings(path: str) -> tuple[dict[str, str], list[str]]:
 def run_local(args, conf) -> int:
     from bookie.testing.local_bookkeeper import LocalBookKeeper
     settings, ignored = local_bookie_settings(args.bookie_conf) if args.bookie_conf else ({}, [])
+    if args.autorecovery:
+        settings["autoRecoveryDaemonEnabled"] = True
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -73,6 +73,7 @@ class LocalBookKeeper:
         self.root = root
         self.settings = {**LOCAL_BOOKIE_SETTINGS, **(bookie_settings or {})}
         self.bookies = [self._new_bookie(i) for i in range(num_bookies)]
+        self.autorecovery: list[subprocess.Popen] = []  # ``bk autorecovery`` processes it started
 
     def _new_bookie(self, index: int) -> LocalBookie:
         """A bookie with two free ports of its own (bookiePort, grpcPort)."""
@@ -153,7 +154,21 @@ class LocalBookKeeper:
         bookie.proc = None
         return code
 
+    def start_autorecovery(self, participant_id: str) -> subprocess.Popen:
+        """Start a ``bk autorecovery`` process (its own process group, stopped by PID in ``stop``); its output
+        goes to ``autorecovery-<id>.log`` in the cluster's directory."""
+        log_path = os.path.join(self.base_dir, f"autorecovery-{participant_id}.log")
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "autorecovery", "-u",
+                                     self.metadata_service_uri, "--id", participant_id],
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=_child_env())
+        self.autorecovery.append(proc)
+        return proc
+
     def stop(self) -> None:
+        for proc in self.autorecovery:
+            stop_process(proc)
         for bookie in self.bookies:
             if bookie.proc is not None:
                 self.kill_bookie(bookie.index, signal.SIGTERM)

@@ -1,0 +1,160 @@
+"""``bk autorecovery`` (BookKeeper's ``bin/bookkeeper autorecovery``) and the AutoRecovery verbs of
+``bk shell`` with BookKeeper's names and flags: ``autorecovery -enable|-disable``, ``whoisauditor``,
+``triggeraudit``, ``lostbookierecoverydelay -get|-set N``, ``listunderreplicated [-mr B] [-emr B] [-pmr] [-c]``
+(each ledger with its state and reason, beyond BookKeeper) and ``queryautorecoverystatus``."""
+from __future__ import annotations
+
+import signal
+import threading
+
+from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.server.conf import ConfigurationException
+
+
+def register_top(commands, add_uri_args) -> None:
+    main = commands.add_parser("autorecovery", help="run an AutoRecovery participant (auditor election, auditor) "
+                                                    "until SIGTERM")
+    add_uri_args(main)
+    main.add_argument("--id", help="this participant's id in the election (default: bookieId, or "
+                                   "advertisedAddress:bookiePort of the configuration)")
+    main.set_defaults(run=run_autorecovery)
+
+
+def register_shell(commands, add_uri_args) -> None:
+    def verb(name: str, help_text: str, run):
+        parser = commands.add_parser(name, help=help_text)
+        add_uri_args(parser)
+        parser.set_defaults(run=run)
+        return parser
+
+    toggle = verb("autorecovery", "enable or disable AutoRecovery for the cluster (no flag: say which)",
+                  run_toggle).add_mutually_exclusive_group()
+    toggle.add_argument("-enable", "--enable", action="store_true", help="enable AutoRecovery")
+    toggle.add_argument("-disable", "--disable", action="store_true", help="disable AutoRecovery")
+    verb("whoisauditor", "print the auditor's id", run_whoisauditor)
+    verb("triggeraudit", "make the auditor audit every lost bookie now", run_triggeraudit)
+    delay = verb("lostbookierecoverydelay", "get or set lostBookieRecoveryDelay (seconds)",
+                 run_delay).add_mutually_exclusive_group(required=True)
+    delay.add_argument("-get", "--get", action="store_true", help="print the delay")
+    delay.add_argument("-set", "--set", type=int, metavar="N", help="set the delay to N seconds")
+    listing = verb("listunderreplicated", "list the under-replicated ledgers with their state and reason",
+                   run_listunderreplicated)
+    listing.add_argument("-mr", "--missingreplica", metavar="BOOKIE", help="only ledgers missing this replica")
+    listing.add_argument("-emr", "--excludingmissingreplica", metavar="BOOKIE",
+                         help="only ledgers not missing this replica")
+    listing.add_argument("-pmr", "--printmissingreplica", action="store_true", help="print the missing replicas")
+    listing.add_argument("-c", "--onlydisplayledgercount", action="store_true", help="print the count only")
+    verb("queryautorecoverystatus", "the ledgers being re-replicated now, by whom, and their state",
+         run_queryautorecoverystatus)
+
+
+def _store(args) -> ZKMetadataStore:
+    if not args.metadata_service_uri:
+        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
+    return ZKMetadataStore(args.metadata_service_uri, connect_timeout=args.zk_connect_timeout)
+
+
+def run_autorecovery(args, conf) -> int:
+    from bookie.replication.autorecovery_main import AutoRecoveryMain
+    if args.metadata_service_uri:
+        conf.set("metadataServiceUri", args.metadata_service_uri)
+    if not conf["metadataServiceUri"]:
+        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    main = AutoRecoveryMain(conf, args.id).start()
+    print(f"autorecovery {main.id} is up (metadata {conf['metadataServiceUri']})", flush=True)
+    try:
+        stop.wait()
+    finally:
+        main.shutdown()
+    return 0
+
+
+def run_toggle(args, conf) -> int:
+    with _store(args) as store:
+        manager = LedgerUnderreplicationManager(store)
+        if args.enable:
+            manager.enable_ledger_replication()
+        elif args.disable:
+            manager.disable_ledger_replication()
+        print(f"AutoRecovery is {'enabled' if manager.is_ledger_replication_enabled() else 'disabled'}")
+    return 0
+
+
+def run_whoisauditor(args, conf) -> int:
+    from bookie.replication.auditor_elector import current_auditor
+    with _store(args) as store:
+        auditor = current_auditor(store)
+    if auditor is None:
+        print("No auditor elected")
+        return 1
+    print(f"Auditor: {auditor}")
+    return 0
+
+
+def run_triggeraudit(args, conf) -> int:
+    with _store(args) as store:
+        manager = LedgerUnderreplicationManager(store)
+        # BookKeeperAdmin.triggerAudit: rewriting the delay wakes the auditor, which audits at once.
+        delay = manager.get_lost_bookie_recovery_delay()
+        manager.set_lost_bookie_recovery_delay(conf["lostBookieRecoveryDelay"] if delay is None else delay)
+    print("Triggered audit")
+    return 0
+
+
+def run_delay(args, conf) -> int:
+    with _store(args) as store:
+        manager = LedgerUnderreplicationManager(store)
+        if args.set is not None:
+            if args.set < 0:
+                raise ValueError(f"lostBookieRecoveryDelay must be >= 0 seconds, not {args.set}")
+            manager.set_lost_bookie_recovery_delay(args.set)
+            print(f"Successfully set LostBookieRecoveryDelay value to: {args.set}")
+        else:
+            delay = manager.get_lost_bookie_recovery_delay()
+            print(f"LostBookieRecoveryDelay value: {conf['lostBookieRecoveryDelay'] if delay is None else delay}")
+    return 0
+
+
+def run_listunderreplicated(args, conf) -> int:
+    def wanted(replicas: tuple[str, ...]) -> bool:
+        return ((args.missingreplica is None or args.missingreplica in replicas)
+                and (args.excludingmissingreplica is None or args.excludingmissingreplica not in replicas))
+
+    with _store(args) as store:
+        manager = LedgerUnderreplicationManager(store)
+        count = 0
+        for ledger in manager.list_underreplicated(wanted):
+            count += 1
+            if args.onlydisplayledgercount:
+                continue
+            state = manager.get_state(ledger.ledger_id)
+            line = f"{ledger.ledger_id}"
+            if state is not None:
+                line += f"\tstate: {state.state}" + (f" ({state.reason})" if state.reason else "")
+            print(line)
+            if args.printmissingreplica:
+                print(f"\tMissing replicas: {', '.join(ledger.replicas)}")
+        print(f"Number of under-replicated ledgers: {count}" if args.onlydisplayledgercount or count else
+              "No under-replicated ledgers found")
+    return 0
+
+
+def run_queryautorecoverystatus(args, conf) -> int:
+    with _store(args) as store:
+        manager = LedgerUnderreplicationManager(store)
+        busy = 0
+        for ledger in manager.list_underreplicated():
+            holder = manager.lock_holder(ledger.ledger_id)
+            if holder is None:
+                continue
+            busy += 1
+            state = manager.get_state(ledger.ledger_id)
+            detail = "" if state is None else f", state {state.state}" + (f" ({state.reason})" if state.reason else "")
+            print(f"ledger {ledger.ledger_id}: re-replicated by {holder}{detail}")
+        if not busy:
+            print("No ledgers are being re-replicated")
+    return 0

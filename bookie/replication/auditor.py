@@ -1,0 +1,259 @@
+"""The auditor (BookKeeper's Auditor): finds the ledgers that lost replicas and marks them under-replicated.
+
+Only the elected auditor runs one (bookie.replication.auditor_elector). It watches the bookie registrations;
+a bookie referenced by some ledger's metadata and registered neither writable nor read-only is *lost*.
+``lostBookieRecoveryDelay`` seconds (read from ZooKeeper each time, so ``bk shell lostbookierecoverydelay
+-set`` applies at once; 0 = at once) after a bookie is first seen lost, every ledger with a fragment on it
+is marked with it as a missing replica (AuditorBookieCheckTask). A bookie back within the delay is no
+longer lost: nothing is marked for it. While AutoRecovery is disabled nothing is marked; the audit runs
+when it is enabled again. Any change of the delay node (``triggeraudit`` rewrites it) audits every lost
+bookie at once, as BookKeeper's auditor does.
+
+Periodic checks: ``auditorPeriodicBookieCheckInterval`` the same audit; ``auditorReplicasCheckInterval``
+compares each bookie's list of entries (GetListOfEntriesOfLedger) with the striping of closed ledgers and,
+unlike BookKeeper (metrics only), marks the ledgers where a bookie lacks entries it should hold.
+The ledger check (``auditorPeriodicCheckInterval``, LedgerChecker) is not run by this auditor yet.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from bookie.client.distribution_schedule import stores
+from bookie.exceptions import BKException, BKNoSuchLedgerExistsOnMetadataServerException
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.ledger_underreplication_manager import (DISABLE_PATH, WAITING_RECOVERY_DELAY,
+                                                         LedgerUnderreplicationManager, ReplicationState)
+from bookie.meta.metadata_store import MetadataStore
+from bookie.proto import availability
+
+log = logging.getLogger(__name__)
+
+ERROR_BACKOFF_SECONDS = 5.0  # rwRereplicateBackoffMs's role for the auditor: ZooKeeper failed, try again
+
+
+# -- the audit as pure functions ----------------------------------------------------------------------
+def bookie_ledger_index(ledgers: Iterable[tuple[int, LedgerMetadata]]) -> dict[str, set[int]]:
+    """bookie -> the ledgers with a fragment on it (BookKeeper's BookieLedgerIndexer)."""
+    index: dict[str, set[int]] = defaultdict(set)
+    for ledger_id, metadata in ledgers:
+        for _, bookies in metadata.ensembles:
+            for bookie in bookies:
+                index[bookie].add(ledger_id)
+    return dict(index)
+
+
+def lost_bookies(index: dict[str, set[int]], writable: Iterable[str], read_only: Iterable[str]) -> set[str]:
+    """Bookies that ledgers reference and that are registered neither writable nor read-only."""
+    return set(index) - set(writable) - set(read_only)
+
+
+def ledgers_to_mark(index: dict[str, set[int]], lost: Iterable[str]) -> dict[int, set[str]]:
+    """ledger -> its missing replicas among ``lost``."""
+    marks: dict[int, set[str]] = defaultdict(set)
+    for bookie in lost:
+        for ledger_id in index.get(bookie, ()):
+            marks[ledger_id].add(bookie)
+    return dict(marks)
+
+
+def expected_entries(metadata: LedgerMetadata, bookie: str) -> set[int]:
+    """The entries ``bookie`` must hold by the striping of a closed ledger's fragments."""
+    expected: set[int] = set()
+    for first, last, ensemble in metadata.fragments():
+        for index, member in enumerate(ensemble):
+            if member == bookie:
+                expected.update(e for e in range(first, last + 1)
+                                if stores(index, e, metadata.ensemble_size, metadata.write_quorum_size))
+    return expected
+
+
+def recovery_due(lost_since: dict[str, float], delay_s: float, now: float) -> tuple[set[str], float | None]:
+    """The lost bookies whose delay has run out, and when the next one's does (None if no other waits)."""
+    due = {b for b, since in lost_since.items() if now - since >= delay_s}
+    waiting = [since + delay_s for b, since in lost_since.items() if b not in due]
+    return due, min(waiting) if waiting else None
+
+
+@dataclass
+class AuditStats:
+    """What the auditor did, for tools and tests."""
+    audits: int = 0
+    ledgers_marked: int = 0
+    replicas_checks: int = 0
+
+
+class Auditor:
+    """Runs the audits on one thread until ``shutdown()``. ``bookie_client(b)`` (a BookKeeper client's) is
+    used by the replicas check; without one that check is off."""
+
+    def __init__(self, bookie_id: str, store: MetadataStore, manager: LedgerUnderreplicationManager, conf,
+                 bookie_client: Callable[[str], object] | None = None):
+        self.bookie_id = bookie_id
+        self.store = store
+        self.manager = manager
+        self.conf = conf
+        self.bookie_client = bookie_client
+        self.stats = AuditStats()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._writable: list[str] = []
+        self._read_only: list[str] = []
+        self._forced = False
+        self._lost_since: dict[str, float] = {}  # lost bookie -> when first seen lost (monotonic)
+        self._marked: set[str] = set()  # lost bookies whose ledgers are marked
+        self._next_bookie_check = self._after(conf["auditorPeriodicBookieCheckInterval"])
+        self._next_replicas_check = self._after(conf["auditorReplicasCheckInterval"])
+        self._unwatch: list[Callable[[], None]] = []
+        self._thread = threading.Thread(target=self._run, name="Auditor", daemon=True)
+
+    @staticmethod
+    def _after(interval_s: int) -> float | None:
+        return time.monotonic() + interval_s if interval_s > 0 else None
+
+    def start(self) -> "Auditor":
+        self.manager.initialize_lost_bookie_recovery_delay(self.conf["lostBookieRecoveryDelay"])
+        self.store.watch_bookies(self._on_bookies)
+        self._unwatch.append(self.manager.watch_lost_bookie_recovery_delay(self._on_delay_changed()))
+        self._unwatch.append(self.store.watch_node(DISABLE_PATH, lambda node: self._wake.set()))
+        self._thread.start()
+        return self
+
+    # -- events ---------------------------------------------------------------------------------------
+    def _on_bookies(self, writable: list[str], read_only: list[str]) -> None:
+        if self._stop.is_set():
+            return  # watch_bookies cannot be stopped: a stopped auditor ignores it
+        with self._lock:
+            self._writable, self._read_only = list(writable), list(read_only)
+        self._wake.set()
+
+    def _on_delay_changed(self) -> Callable[[int | None], None]:
+        first = [True]
+
+        def changed(delay: int | None) -> None:
+            if first[0]:  # the value at start, not a change
+                first[0] = False
+                return
+            log.info("lostBookieRecoveryDelay changed to %s: auditing every lost bookie now", delay)
+            self.trigger_audit()
+        return changed
+
+    def trigger_audit(self) -> None:
+        """Audit every lost bookie now, whatever the delay (BookKeeper's triggerAudit)."""
+        with self._lock:
+            self._forced = True
+        self._wake.set()
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_due: float | None = None
+        while not self._stop.is_set():
+            deadlines = [d for d in (next_due, self._next_bookie_check, self._next_replicas_check) if d is not None]
+            self._wake.wait(max(0.0, min(deadlines) - time.monotonic()) if deadlines else None)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                next_due = self._step()
+            except BKException:
+                log.exception("audit failed; trying again in %.0f s", ERROR_BACKOFF_SECONDS)
+                next_due = time.monotonic() + ERROR_BACKOFF_SECONDS
+
+    def _step(self) -> float | None:
+        """One round: returns when the next lost bookie's delay runs out."""
+        now = time.monotonic()
+        periodic = self._next_bookie_check is not None and now >= self._next_bookie_check
+        if periodic:
+            self._next_bookie_check = self._after(self.conf["auditorPeriodicBookieCheckInterval"])
+            self._marked.clear()  # the periodic audit marks every lost bookie again
+        with self._lock:
+            writable, read_only = list(self._writable), list(self._read_only)
+            forced, self._forced = self._forced, False
+        index = bookie_ledger_index(self._all_ledgers())
+        lost = lost_bookies(index, writable, read_only)
+        for bookie in set(self._lost_since) - lost:
+            log.info("bookie %s is back: nothing is marked for it", bookie)
+        self._lost_since = {b: self._lost_since.get(b, now) for b in lost}
+        self._marked &= lost
+        if not self.manager.is_ledger_replication_enabled():
+            if self._lost_since:
+                log.info("AutoRecovery is disabled: lost bookies %s are marked once it is enabled",
+                         ", ".join(sorted(self._lost_since)))
+            self._forced |= forced
+            return None
+        pending = {b: since for b, since in self._lost_since.items() if b not in self._marked}
+        delay = self.manager.get_lost_bookie_recovery_delay()
+        delay = self.conf["lostBookieRecoveryDelay"] if delay is None else delay
+        due, next_due = recovery_due(pending, 0 if forced or periodic else delay, now)
+        if due:
+            self._mark(index, due)
+        self._show_waiting(index, set(pending) - due, delay)
+        self.stats.audits += 1
+        if self._next_replicas_check is not None and now >= self._next_replicas_check:
+            self._next_replicas_check = self._after(self.conf["auditorReplicasCheckInterval"])
+            self.replicas_check(writable + read_only)
+        return next_due
+
+    def _all_ledgers(self) -> Iterator[tuple[int, LedgerMetadata]]:
+        # Under-replication is keyed by BookKeeper's 64-bit ids: scope 0's ledgers.
+        for ledger in self.store.iterate_ledgers(0):
+            try:
+                yield ledger.ledger_id, self.store.read_ledger(ledger).value
+            except BKNoSuchLedgerExistsOnMetadataServerException:
+                continue  # deleted since the listing
+
+    def _mark(self, index: dict[str, set[int]], bookies: set[str]) -> None:
+        marks = ledgers_to_mark(index, bookies)
+        for ledger_id, missing in sorted(marks.items()):
+            self.manager.mark_ledger_underreplicated(ledger_id, sorted(missing))
+        self._marked |= bookies
+        self.stats.ledgers_marked += len(marks)
+        log.info("lost bookies %s: %d ledgers marked under-replicated", ", ".join(sorted(bookies)), len(marks))
+
+    def _show_waiting(self, index: dict[str, set[int]], waiting: set[str], delay: int) -> None:
+        """Ledgers already marked for another reason show that they also wait for the delay."""
+        for ledger_id, missing in ledgers_to_mark(index, waiting).items():
+            reason = f"bookies {', '.join(sorted(missing))} lost; lostBookieRecoveryDelay is {delay} s"
+            self.manager.set_state(ledger_id, ReplicationState(WAITING_RECOVERY_DELAY, reason, by=self.bookie_id))
+
+    # -- the replicas check -----------------------------------------------------------------------------
+    def replicas_check(self, available: list[str]) -> dict[int, set[str]]:
+        """Mark every closed ledger where an available bookie lacks entries the striping gives it;
+        returns ledger -> those bookies."""
+        if self.bookie_client is None:
+            return {}
+        found: dict[int, set[str]] = defaultdict(set)
+        for ledger_id, metadata in self._all_ledgers():
+            if not metadata.is_closed or metadata.last_entry_id < 0:
+                continue
+            for bookie in sorted({b for _, ens in metadata.ensembles for b in ens} & set(available)):
+                expected = expected_entries(metadata, bookie)
+                if not expected:
+                    continue
+                try:
+                    listed = self.bookie_client(bookie).list_entries(LedgerId(0, ledger_id))
+                except BKException as exc:
+                    log.warning("replicas check: %s did not list ledger %d (%s)", bookie, ledger_id, exc)
+                    continue
+                held = set(availability.decode(listed.availabilityOfEntriesOfLedger)) if listed.status == 0 else set()
+                if not expected <= held:
+                    found[ledger_id].add(bookie)
+        for ledger_id, bookies in sorted(found.items()):
+            self.manager.mark_ledger_underreplicated(ledger_id, sorted(bookies))
+        self.manager.set_replicas_check_ctime(int(time.time() * 1000))
+        self.stats.replicas_checks += 1
+        return dict(found)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for stop in self._unwatch:
+            stop()
+        if self._thread.is_alive():
+            self._thread.join()

@@ -1,0 +1,68 @@
+"""One AutoRecovery participant (BookKeeper's AutoRecoveryMain): the auditor election, and the auditor
+while this participant is elected.
+
+Runs as ``bk autorecovery`` (a process of its own; several may run, one is the auditor) or inside a bookie
+with ``autoRecoveryDaemonEnabled=true`` (``bk bookie`` starts it once the bookie is up; the server layer
+does not import replication). The replication worker is not part of it yet.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.replication.auditor import Auditor
+from bookie.replication.auditor_elector import AuditorElector
+
+log = logging.getLogger(__name__)
+
+
+def default_id(conf) -> str:
+    """The participant's id, as BookKeeper's: the bookie id its configuration gives."""
+    return conf["bookieId"] or f"{conf['advertisedAddress']}:{conf['bookiePort']}"
+
+
+class AutoRecoveryMain:
+    def __init__(self, conf, participant_id: str | None = None):
+        self.conf = conf
+        self.id = participant_id or default_id(conf)
+        self.store = ZKMetadataStore(conf["metadataServiceUri"], zk_timeout_ms=conf["zkTimeout"])
+        self.manager = LedgerUnderreplicationManager(self.store, self.id)
+        self._client = None
+        self._auditor: Auditor | None = None
+        self._lock = threading.Lock()
+        self.elector = AuditorElector(self.id, self.store, self._start_auditor, self._stop_auditor)
+
+    @property
+    def auditor(self) -> Auditor | None:
+        return self._auditor
+
+    def start(self) -> "AutoRecoveryMain":
+        self.elector.start()
+        log.info("autorecovery %s started", self.id)
+        return self
+
+    def _bookie_client(self, bookie: str):
+        # Only the replicas check talks to bookies: the client is made the first time it does.
+        from bookie.client import BookKeeper
+        with self._lock:
+            if self._client is None:
+                self._client = BookKeeper(self.conf["metadataServiceUri"])
+        return self._client.bookie_client(bookie)
+
+    def _start_auditor(self) -> None:
+        self._auditor = Auditor(self.id, self.store, self.manager, self.conf, self._bookie_client).start()
+
+    def _stop_auditor(self) -> None:
+        auditor, self._auditor = self._auditor, None
+        if auditor is not None:
+            auditor.shutdown()
+
+    def shutdown(self) -> None:
+        self.elector.shutdown()  # steps down: stops the auditor
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+        self.store.close()
+        log.info("autorecovery %s stopped", self.id)
