@@ -117,3 +117,19 @@ def test_disabled_marks_nothing_until_enabled(bk_cluster):
         expected = {lid for lid, ens in ensembles.items() if victim.bookie_id in ens}
         wait_for(lambda: set(marked(store)) == expected, "the ledgers marked once enabled")
         assert bk_shell(c, "queryautorecoverystatus").strip() == "No ledgers are being re-replicated"
+
+
+def test_in_bookie_autorecovery_the_auditors_own_bookie_killed(bk_cluster):
+    """autoRecoveryDaemonEnabled=true: every bookie votes; SIGKILL the auditor's bookie, another bookie becomes
+    the auditor and marks the dead one's ledgers."""
+    c, bk = bk_cluster(4, autoRecoveryDaemonEnabled=True)
+    ensembles = write_ledgers(bk)
+    with ZKMetadataStore(c.metadata_service_uri) as store:
+        wait_for(lambda: len(store.node_children("underreplication/auditorelection")) == 4, "every bookie's vote")
+        auditor = current_auditor(store)
+        assert auditor in {b.bookie_id for b in c.bookies}
+        c.kill_bookie(next(b.index for b in c.bookies if b.bookie_id == auditor))
+        wait_for(lambda: current_auditor(store) not in (None, auditor), "another bookie's auditor")
+        expected = {lid for lid, ens in ensembles.items() if auditor in ens}
+        wait_for(lambda: set(marked(store)) == expected, "the dead auditor's ledgers marked")
+        assert all(replicas == (auditor,) for replicas in marked(store).values())
