@@ -80,6 +80,15 @@ class BKMessageTooLargeException(BKIncorrectParameterException):
     the client's limit is set above the bookie's, so replacing the bookie would not help."""
 
 
+class BKUnrecoverableEntriesException(BKReplicationException):
+    """Re-replication found entries of a closed fragment that no surviving replica holds (write quorum
+    1, or every replica lost): retrying cannot bring them back (BookKeeper #4872 retried forever)."""
+
+    def __init__(self, message: str, first: int, last: int):
+        super().__init__(message)
+        self.first, self.last = first, last
+
+
 class BKZKConnectionLossException(BKZKException):
     """ZooKeeper lost the connection (or the session) while a request was in flight: the request may or may
     not have been applied. Callers that changed something re-read to find out (MetadataUpdateLoop)."""

@@ -1,0 +1,120 @@
+"""Which fragments of a ledger are under-replicated (BookKeeper's LedgerChecker).
+
+A fragment is one segment of the metadata, ``first .. next segment's first - 1`` on its ensemble; the
+last one of a closed ledger ends at its last entry, of an open ledger at the LAC. For each bookie index,
+the striping (distribution_schedule) gives the first and last entry it must store in the fragment:
+the bookie is bad if it is not registered (neither writable nor read-only), or if either entry cannot
+be read from it ("no such entry" where the entry must be counts as bad, like any failure). A bookie that
+stores nothing of a closed fragment is fine while it answers; unregistered or silent, it is bad too, so
+that the ensemble entry of an empty fragment is replaced and the ledger stops naming a lost bookie
+(BookKeeper #3220: empty ledgers stuck in the under-replicated list).
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+from dataclasses import dataclass
+
+from bookie.client.distribution_schedule import stores
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.proto import status
+
+
+@dataclass(frozen=True)
+class LedgerFragment:
+    """Entries ``first .. last`` of a ledger on ``ensemble`` (the segment starting at ``first``);
+    ``bad``: indexes of the ensemble's bookies that miss their share. ``closed``: no entry can be
+    added to it any more (every fragment of a closed ledger, every but the last of an open one)."""
+    ledger: LedgerId
+    first: int
+    last: int  # < first: the fragment holds no entry
+    ensemble: tuple[str, ...]
+    bad: frozenset[int]
+    closed: bool
+
+    @property
+    def bad_bookies(self) -> list[str]:
+        return [self.ensemble[i] for i in sorted(self.bad)]
+
+    def __str__(self) -> str:
+        return (f"ledger {self.ledger} entries {self.first}..{self.last} on {','.join(self.ensemble)} "
+                f"(missing: {','.join(self.bad_bookies) or 'none'})")
+
+
+def stored_bounds(index: int, first: int, last: int, ensemble_size: int, write_quorum: int) -> tuple[int, int] | None:
+    """The first and last entry of ``first .. last`` that bookie ``index`` stores; None if none."""
+    lo = next((e for e in range(first, min(last, first + ensemble_size - 1) + 1)
+               if stores(index, e, ensemble_size, write_quorum)), None)
+    if lo is None:
+        return None
+    hi = next(e for e in range(last, max(first, last - ensemble_size + 1) - 1, -1)
+              if stores(index, e, ensemble_size, write_quorum))
+    return lo, hi
+
+
+def fragments_of(ledger: LedgerId, metadata: LedgerMetadata, lac: int) -> list[tuple[int, int, tuple[str, ...], bool]]:
+    """(first, last, ensemble, closed) of each fragment; an open ledger's last one ends at ``lac``."""
+    out = []
+    for first, last, ensemble in metadata.fragments():
+        is_last = first == metadata.ensembles[-1][0]
+        if is_last and not metadata.is_closed:
+            out.append((first, lac, ensemble, False))
+        else:
+            out.append((first, last, ensemble, True))
+    return out
+
+
+class LedgerChecker:
+    def __init__(self, bk):
+        self.bk = bk
+
+    def available(self) -> set[str]:
+        """Registered bookies: writable or read-only (a read-only bookie still serves its entries)."""
+        return set(self.bk.store.bookies()) | set(self.bk.store.bookies(read_only=True))
+
+    def check_ledger(self, handle, include_open: bool = True) -> set[LedgerFragment]:
+        """The under-replicated fragments of the ledger ``handle`` reads (its metadata and LAC as the
+        handle knows them); with ``include_open`` False the open last fragment is not looked at."""
+        md = handle.metadata
+        ledger = handle.ledger
+        available = self.available()
+        reads: dict[tuple[int, int], list[cf.Future]] = {}
+        plans = []
+        for first, last, ensemble, closed in fragments_of(ledger, md, handle.last_add_confirmed):
+            if not closed and not include_open:
+                continue
+            bad = set()
+            for index, bookie in enumerate(ensemble):
+                if bookie not in available:
+                    bad.add(index)
+                    continue
+                bounds = stored_bounds(index, first, last, len(ensemble), md.write_quorum_size) if last >= first else None
+                if bounds is not None:
+                    reads[(first, index)] = [self._read(ledger, bookie, e) for e in sorted(set(bounds))]
+                elif closed:  # stores nothing here: only whether it answers at all (a registration outlives
+                    # a crashed bookie by a session timeout)
+                    reads[(first, index)] = [self._read(ledger, bookie, max(first, 0), answered=True)]
+            plans.append((first, last, ensemble, closed, bad))
+        found = set()
+        for first, last, ensemble, closed, bad in plans:
+            for index in range(len(ensemble)):
+                if any(not future.result() for future in reads.get((first, index), ())):
+                    bad.add(index)
+            if bad:
+                found.add(LedgerFragment(ledger, first, last, tuple(ensemble), frozenset(bad), closed))
+        return found
+
+    def _read(self, ledger: LedgerId, bookie: str, entry_id: int, answered: bool = False) -> cf.Future:
+        """A future of whether ``bookie`` returns ``entry_id`` (any failure, absence included: False);
+        with ``answered``, of whether it answers at all (absence included: True)."""
+        out: cf.Future = cf.Future()
+        try:
+            pending = self.bk.bookie_client(bookie).read_entry_async(ledger, entry_id)
+        except Exception:  # noqa: BLE001 - an unreachable bookie is a bad one, whatever the error
+            out.set_result(False)
+            return out
+
+        def done(f: cf.Future) -> None:
+            out.set_result(f.exception() is None and (answered or f.result().status == status.EOK))
+        pending.add_done_callback(done)
+        return out

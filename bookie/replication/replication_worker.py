@@ -1,0 +1,204 @@
+"""The replication worker (BookKeeper's ReplicationWorker): takes marked ledgers one at a time and brings
+them back to full replication.
+
+One round (``rereplicate``): lock a marked ledger (LedgerUnderreplicationManager), open it without
+recovery, find its under-replicated fragments (LedgerChecker), copy each closed one
+(LedgerFragmentReplicator), then mark the ledger replicated. Beyond the copy:
+
+- an open last fragment with a missing bookie: the lock is kept for ``openLedgerRereplicationGracePeriod``
+  (the writer may still replace the bookie itself); if it is still missing then, the ledger is opened
+  with recovery (fence + close) and its now closed fragment is copied in the next round;
+- a failure releases the ledger after a backoff that doubles per failure of that ledger, up to
+  ``lockReleaseOfFailedLedgerGracePeriod``; its state says why and when it is tried next;
+- a ledger deleted meanwhile, or with nothing under-replicated (an empty ledger included), is marked
+  replicated;
+- entries on no surviving replica: the state says "unrecoverable" (entries X..Y and why), reported
+  once; the ledger stays marked and this worker skips it from then on (BookKeeper #4872 retried it in
+  a loop).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from bookie.client.ledger_checker import LedgerChecker
+from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator, Progress
+from bookie.exceptions import (BKException, BKNoSuchLedgerExistsException, BKUnrecoverableEntriesException)
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_underreplication_manager import (COPYING, FAILED, UNRECOVERABLE, WAITING_GRACE_PERIOD,
+                                                         LedgerUnderreplicationManager, ReplicationState)
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 1.0  # longest block on the lock wait, so shutdown is prompt
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    """The worker's keys of ServerConfiguration (BookKeeper's names), in ms as there."""
+    open_ledger_rereplication_grace_period_ms: int = 30000
+    lock_release_of_failed_ledger_grace_period_ms: int = 300000
+    rw_rereplicate_backoff_ms: int = 5000
+    rereplication_entry_batch_size: int = 10
+
+    @classmethod
+    def of(cls, conf) -> "ReplicationSettings":
+        return cls(conf["openLedgerRereplicationGracePeriod"], conf["lockReleaseOfFailedLedgerGracePeriod"],
+                   conf["rwRereplicateBackoffMs"], conf["rereplicationEntryBatchSize"])
+
+
+class ReplicationWorker:
+    def __init__(self, bk, manager: LedgerUnderreplicationManager, settings: ReplicationSettings | None = None,
+                 worker_id: str = ""):
+        self.bk = bk
+        self.manager = manager
+        self.settings = settings or ReplicationSettings()
+        self.worker_id = worker_id or manager.worker_id
+        self.checker = LedgerChecker(bk)
+        self.replicator = LedgerFragmentReplicator(bk, self.settings.rereplication_entry_batch_size)
+        self._failures: dict[int, int] = {}  # ledger -> failed rounds in a row (backoff exponent)
+        self._unrecoverable: set[int] = set()  # reported once; skipped from then on
+        self._grace_started: dict[int, float] = {}  # ledger -> when its open fragment was first found missing
+        self._timers: dict[int, threading.Timer] = {}
+        self._timers_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def start(self) -> "ReplicationWorker":
+        self._thread = threading.Thread(target=self._run, name=f"ReplicationWorker-{self.worker_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._timers_lock:
+            timers, self._timers = list(self._timers.items()), {}
+        for ledger_id, timer in timers:
+            timer.cancel()
+            self.manager.release_underreplicated_ledger(ledger_id)
+
+    @property
+    def unrecoverable(self) -> set[int]:
+        return set(self._unrecoverable)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self.manager.wait_until_enabled(POLL_SECONDS):
+                    continue
+                self.rereplicate_one(POLL_SECONDS)
+            except Exception:  # noqa: BLE001 - the worker outlives any one error (rwRereplicateBackoffMs)
+                log.exception("replication worker %s: round failed", self.worker_id)
+                self._stop.wait(self.settings.rw_rereplicate_backoff_ms / 1000.0)
+
+    def _skip(self, ledger_id: int) -> bool:
+        """Unrecoverable ledgers: reported once (by whichever worker found it), never retried in a loop."""
+        if ledger_id in self._unrecoverable:
+            return True
+        state = self.manager.get_state(ledger_id)
+        return state is not None and state.state == UNRECOVERABLE
+
+    # -- one round -----------------------------------------------------------------------------------
+    def rereplicate_one(self, timeout: float | None = None) -> int | None:
+        """Lock one marked ledger and work on it; the ledger's id, or None if none could be locked."""
+        ledger_id = self.manager.get_ledger_to_rereplicate(timeout, skip=self._skip)
+        if ledger_id is None:
+            return None
+        try:
+            done = self._rereplicate(ledger_id)
+        except BKUnrecoverableEntriesException as exc:
+            self._report_unrecoverable(ledger_id, exc)
+            return ledger_id
+        except BKException as exc:
+            self._failed(ledger_id, exc)
+            return ledger_id
+        if done:
+            self._failures.pop(ledger_id, None)
+            self._grace_started.pop(ledger_id, None)
+            self.manager.mark_ledger_replicated(ledger_id)
+            log.info("ledger %d is fully replicated again", ledger_id)
+        return ledger_id
+
+    def _rereplicate(self, ledger_id: int) -> bool:
+        """True when nothing of the ledger is under-replicated any more (or it is gone); False when it is
+        held for the grace period or left for the next round."""
+        ledger = LedgerId(0, ledger_id)
+        try:
+            md = self.bk.store.read_ledger(ledger).value
+            handle = self.bk.open_ledger(ledger, md.password, recovery=False)
+        except BKNoSuchLedgerExistsException:
+            log.info("ledger %d was deleted; nothing to re-replicate", ledger_id)
+            return True
+        fragments = self.checker.check_ledger(handle)
+        for fragment in sorted((f for f in fragments if f.closed), key=lambda f: f.first):
+            self._set_state(ledger_id, COPYING, f"copying {fragment}", fragment=f"{fragment.first}..{fragment.last}",
+                            progress=0.0)
+            self.replicator.on_progress = lambda p: self._progress(ledger_id, p)
+            self.replicator.replicate(handle, fragment)
+        if any(not f.closed for f in fragments):
+            return self._open_fragment(ledger, handle)
+        return True
+
+    def _open_fragment(self, ledger: LedgerId, handle) -> bool:
+        """An open last fragment misses a bookie: hold the lock through the grace period (the writer may
+        replace the bookie itself), then fence and close the ledger and copy next round."""
+        ledger_id = ledger.ledger_id
+        grace = self.settings.open_ledger_rereplication_grace_period_ms / 1000.0
+        started = self._grace_started.setdefault(ledger_id, time.monotonic())
+        remaining = started + grace - time.monotonic()
+        if remaining > 0:
+            self._set_state(ledger_id, WAITING_GRACE_PERIOD,
+                            f"the last fragment is open and misses a bookie; its writer has {grace:.0f} s to "
+                            "replace it before the ledger is fenced", until_ms=int((time.time() + remaining) * 1000))
+            self._release_later(ledger_id, remaining)
+            return False
+        self._grace_started.pop(ledger_id, None)
+        log.info("ledger %d: open past the grace period with a missing bookie; fencing and closing it", ledger_id)
+        self.bk.open_ledger(ledger, handle.metadata.password, recovery=True)
+        self.manager.release_underreplicated_ledger(ledger_id)  # closed now: copied in the next round
+        return False
+
+    def _release_later(self, ledger_id: int, delay: float) -> None:
+        """Keep the lock ``delay`` seconds more, then release it (BookKeeper's deferLedgerLockRelease)."""
+        def release() -> None:
+            with self._timers_lock:
+                self._timers.pop(ledger_id, None)
+            self.manager.release_underreplicated_ledger(ledger_id)
+
+        timer = threading.Timer(delay, release)
+        timer.daemon = True
+        with self._timers_lock:
+            self._timers[ledger_id] = timer
+        timer.start()
+
+    def _failed(self, ledger_id: int, exc: BKException) -> None:
+        failures = self._failures[ledger_id] = self._failures.get(ledger_id, 0) + 1
+        base = self.settings.rw_rereplicate_backoff_ms / 1000.0
+        backoff = min(base * 2 ** (failures - 1), self.settings.lock_release_of_failed_ledger_grace_period_ms / 1000.0)
+        log.warning("ledger %d: re-replication failed (%s); released in %.1f s", ledger_id, exc, backoff)
+        self._set_state(ledger_id, FAILED, str(exc), attempts=failures,
+                        next_try=int((time.time() + backoff) * 1000))
+        self._release_later(ledger_id, backoff)
+
+    def _report_unrecoverable(self, ledger_id: int, exc: BKUnrecoverableEntriesException) -> None:
+        self._unrecoverable.add(ledger_id)
+        log.error("ledger %d cannot be re-replicated: %s", ledger_id, exc)
+        self._set_state(ledger_id, UNRECOVERABLE, str(exc), first=exc.first, last=exc.last)
+        self.manager.release_underreplicated_ledger(ledger_id)
+
+    def _progress(self, ledger_id: int, progress: Progress) -> None:
+        f = progress.fragment
+        self._set_state(ledger_id, COPYING, f"copying {f}", fragment=f"{f.first}..{f.last}",
+                        **{"from": ",".join(progress.targets), "to": ",".join(progress.targets.values())},
+                        entries=progress.entries, bytes=progress.bytes,
+                        progress=round(progress.entries / progress.expected, 3) if progress.expected else 1.0)
+
+    def _set_state(self, ledger_id: int, state: str, reason: str, **details) -> None:
+        try:
+            self.manager.set_state(ledger_id, ReplicationState(state, reason, details, self.worker_id))
+        except BKException:
+            log.warning("ledger %d: could not record its state %s", ledger_id, state, exc_info=True)
