@@ -47,7 +47,7 @@ def test_election_takeover_after_sigkill(cluster):
     first = c.start_autorecovery("auditor-a")
     with ZKMetadataStore(c.metadata_service_uri) as store:
         wait_for(lambda: current_auditor(store) == "auditor-a", "auditor-a elected")
-        c.start_autorecovery("auditor-b")
+        second = c.start_autorecovery("auditor-b")
         wait_for(lambda: len(store.node_children("underreplication/auditorelection")) == 2, "auditor-b's vote")
         assert bk_shell(c, "whoisauditor").strip() == "Auditor: auditor-a"
         stop_process(first, sig=signal.SIGKILL)
@@ -55,6 +55,9 @@ def test_election_takeover_after_sigkill(cluster):
         assert bk_shell(c, "whoisauditor").strip() == "Auditor: auditor-b"
         # BookKeeper's whoisauditor also finds the auditor's vote in the election node's data
         assert store.read_node("underreplication/auditorelection").value == b'bookieId: "auditor-b"\n'
+        # SIGTERM stops it cleanly: it withdraws its vote at once (no session expiry to wait for)
+        assert stop_process(second) == 0
+        assert store.node_children("underreplication/auditorelection") == []
 
 
 def test_lost_bookie_marked_after_the_delay_with_the_missing_replica(bk_cluster):
@@ -133,3 +136,22 @@ def test_in_bookie_autorecovery_the_auditors_own_bookie_killed(bk_cluster):
         expected = {lid for lid, ens in ensembles.items() if auditor in ens}
         wait_for(lambda: set(marked(store)) == expected, "the dead auditor's ledgers marked")
         assert all(replicas == (auditor,) for replicas in marked(store).values())
+
+
+def test_bk_local_autorecovery_elects_an_auditor(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "local", "--bookies", "2", "--zk-port", "0",
+                             "--dir", str(tmp_path / "cluster"), "--autorecovery"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "press Ctrl-C" in line:
+                break
+        uri = next(line.split()[-1] for line in lines if line.startswith("metadataServiceUri:"))
+        bookies = {line.split()[1] for line in lines if line.startswith("bookie ")}
+        with ZKMetadataStore(uri) as store:
+            wait_for(lambda: current_auditor(store) in bookies, f"one of {sorted(bookies)} elected auditor")
+    finally:
+        assert stop_process(proc) == 0
