@@ -70,11 +70,23 @@ class LedgerFragmentReplicator:
         E, WQ = len(fragment.ensemble), md.write_quorum_size
         shares = {i: [e for e in range(fragment.first, fragment.last + 1) if stores(i, e, E, WQ)] for i in fragment.bad}
         progress.expected = sum(len(ids) for ids in shares.values())
+        self._check_survivors(handle.ledger, fragment, shares, WQ)
         digest = DigestManager(handle.ledger, md.password, md.digest_type)
         master_key = generate_master_key(md.password)
         for index in sorted(fragment.bad):
             self._copy_share(handle.ledger, fragment, md, index, new_ensemble[index], digest, master_key, progress)
         return self._replace_ensemble(handle.ledger, fragment, new_ensemble)
+
+    @staticmethod
+    def _check_survivors(ledger: LedgerId, fragment: LedgerFragment, shares: dict[int, list[int]], WQ: int) -> None:
+        """Entries whose whole write set is lost cannot be copied: say which, before copying anything."""
+        E = len(fragment.ensemble)
+        orphans = sorted({e for ids in shares.values() for e in ids
+                          if all(j in fragment.bad for j in write_set(e, E, WQ))})
+        if orphans:
+            raise BKUnrecoverableEntriesException(
+                f"ledger {ledger}: {len(orphans)} entries in {orphans[0]}..{orphans[-1]} are on no surviving replica "
+                f"(write quorum {WQ}; lost: {', '.join(fragment.bad_bookies)})", orphans[0], orphans[-1])
 
     def _copy_share(self, ledger: LedgerId, fragment: LedgerFragment, md: LedgerMetadata, index: int, target: str,
                     digest: DigestManager, master_key: bytes, progress: Progress) -> None:

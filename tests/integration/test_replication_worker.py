@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import threading
 
+import bookie.client.bookkeeper as bookkeeper_module
 from bookie.client import BookKeeper
+from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.distribution_schedule import stores
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
-from bookie.meta.ledger_underreplication_manager import UNRECOVERABLE, LedgerUnderreplicationManager
+from bookie.meta.ledger_underreplication_manager import FAILED, UNRECOVERABLE, LedgerUnderreplicationManager
 from bookie.proto import availability, status
 from bookie.replication.replication_worker import ReplicationSettings, ReplicationWorker
 from tests.helpers.waiting import wait_for
@@ -136,7 +138,8 @@ def test_a_lost_bookies_ledgers_come_back(bk_cluster):
                  and auditor.get_state(single.ledger_id).state == UNRECOVERABLE,
                  "every recoverable ledger to leave the list and the write-quorum-1 one to be unrecoverable")
         state = auditor.get_state(single.ledger_id)
-        assert "no surviving replica" in state.reason and state.details["first"] >= 0
+        # b0 is index 0 of [b0, b2] with write quorum 1: it alone held the even entries 0..8.
+        assert "no surviving replica" in state.reason and (state.details["first"], state.details["last"]) == (0, 8)
         # Reported once, and not taken again: another round finds nothing to lock.
         assert workers.workers[0].rereplicate_one(timeout=0.5) is None
         assert workers.unrecoverable_reports == [single.ledger_id]
@@ -210,3 +213,58 @@ def test_a_dead_writers_open_ledger_is_fenced_after_the_grace_period_then_copied
     assert_fully_replicated(bk, writer.ledger_id)
     with bk.open_ledger(writer.ledger_id) as reader:
         assert [e.payload for e in reader.read(0, len(data) - 1)] == data
+
+
+def test_no_replacement_bookie_fails_with_backoff_then_succeeds_once_one_joins(bk_cluster):
+    cluster, bk = bk_cluster(3, client_conf=CLIENT)
+    b = [x.bookie_id for x in cluster.bookies]
+    ledger = bk.create_ledger(3, 2, 2, bookies=b)
+    data = payloads("f", 12)
+    write(ledger, data)
+    ledger.close()
+    cluster.kill_bookie(0)
+    manager = LedgerUnderreplicationManager(bk.store, "auditor")
+    manager.mark_ledger_underreplicated(ledger.ledger_id, [b[0]])
+    worker_bk = BookKeeper(cluster.metadata_service_uri, CLIENT)
+    worker = ReplicationWorker(worker_bk, LedgerUnderreplicationManager(worker_bk.store, "w"),
+                               ReplicationSettings(rw_rereplicate_backoff_ms=100,
+                                                   lock_release_of_failed_ledger_grace_period_ms=400))
+    try:
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id  # no bookie outside the ensemble
+        state = manager.get_state(ledger.ledger_id)
+        assert state.state == FAILED and "writable" in state.reason and state.details["attempts"] == 1
+        wait_for(lambda: not manager.is_ledger_being_replicated(ledger.ledger_id), "the failed ledger's release")
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id
+        assert manager.get_state(ledger.ledger_id).details["attempts"] == 2
+        cluster.add_bookie()
+        wait_for(lambda: len(worker_bk.writable_bookies()) == 3, "the new bookie to register")
+        wait_for(lambda: worker.rereplicate_one(timeout=5) is not None
+                 and manager.get_underreplicated(ledger.ledger_id) is None, "the ledger to be re-replicated")
+    finally:
+        worker.shutdown()
+        worker_bk.close()
+    assert_fully_replicated(bk, ledger.ledger_id)
+
+
+def test_rereplication_over_bookkeepers_native_protocol(bk_cluster, monkeypatch):
+    """Sources and target reached by BookKeeper's native protocol (as a stock bookie would be)."""
+    cluster, bk = bk_cluster(4, client_conf=CLIENT)
+    b = [x.bookie_id for x in cluster.bookies]
+    ledger = bk.create_ledger(3, 2, 2, bookies=b[:3])
+    data = payloads("n", 40)
+    write(ledger, data)
+    ledger.close()
+    cluster.kill_bookie(0)
+    LedgerUnderreplicationManager(bk.store, "auditor").mark_ledger_underreplicated(ledger.ledger_id, [b[0]])
+    monkeypatch.setattr(bookkeeper_module, "make_bookie_client", lambda bookie_id, info, timeout:
+                        NativeBookieClient(bookie_id, timeout))
+    worker_bk = BookKeeper(cluster.metadata_service_uri, CLIENT)
+    worker = ReplicationWorker(worker_bk, LedgerUnderreplicationManager(worker_bk.store, "w"))
+    try:
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id
+        assert all(isinstance(worker_bk.bookie_client(x), NativeBookieClient) for x in b[1:])
+        assert worker.manager.get_underreplicated(ledger.ledger_id) is None
+    finally:
+        worker.shutdown()
+        worker_bk.close()
+    assert_fully_replicated(bk, ledger.ledger_id)
