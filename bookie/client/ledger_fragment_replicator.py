@@ -16,7 +16,8 @@ configured batch size if larger), and the adds of a window are in flight togethe
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from bookie.client.distribution_schedule import stores, write_set
@@ -34,6 +35,11 @@ from bookie.proto.checksum import DigestManager, generate_master_key
 log = logging.getLogger(__name__)
 
 
+def residue_range(first: int, last: int, ensemble_size: int, residue: int) -> range:
+    """The entries ``e`` of ``first .. last`` with ``e % ensemble_size == residue``."""
+    return range(first + (residue - first) % ensemble_size, last + 1, ensemble_size)
+
+
 @dataclass
 class Progress:
     """What a replication has done so far, for the state node: entries and bytes written."""
@@ -42,6 +48,12 @@ class Progress:
     entries: int = 0
     bytes: int = 0
     expected: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # stripes copy side by side
+
+    def add(self, entries: int, size: int) -> None:
+        with self.lock:
+            self.entries += entries
+            self.bytes += size
 
 
 class LedgerFragmentReplicator:
@@ -68,9 +80,10 @@ class LedgerFragmentReplicator:
         new_ensemble = targets or self.choose_targets(handle.ledger, fragment)
         progress = Progress(fragment, {fragment.ensemble[i]: new_ensemble[i] for i in sorted(fragment.bad)})
         E, WQ = len(fragment.ensemble), md.write_quorum_size
-        shares = {i: [e for e in range(fragment.first, fragment.last + 1) if stores(i, e, E, WQ)] for i in fragment.bad}
-        progress.expected = sum(len(ids) for ids in shares.values())
-        self._check_survivors(handle.ledger, fragment, shares, WQ)
+        # Striping repeats every E entries: the shares are counted by residue, never entry by entry.
+        progress.expected = sum(len(residue_range(fragment.first, fragment.last, E, r))
+                                for i in fragment.bad for r in range(E) if stores(i, r, E, WQ))
+        self._check_survivors(handle.ledger, fragment, WQ)
         digest = DigestManager(handle.ledger, md.password, md.digest_type)
         master_key = generate_master_key(md.password)
         for index in sorted(fragment.bad):
@@ -78,15 +91,17 @@ class LedgerFragmentReplicator:
         return self._replace_ensemble(handle.ledger, fragment, new_ensemble)
 
     @staticmethod
-    def _check_survivors(ledger: LedgerId, fragment: LedgerFragment, shares: dict[int, list[int]], WQ: int) -> None:
+    def _check_survivors(ledger: LedgerId, fragment: LedgerFragment, WQ: int) -> None:
         """Entries whose whole write set is lost cannot be copied: say which, before copying anything."""
         E = len(fragment.ensemble)
-        orphans = sorted({e for ids in shares.values() for e in ids
-                          if all(j in fragment.bad for j in write_set(e, E, WQ))})
+        orphans = [residue_range(fragment.first, fragment.last, E, r) for r in range(E)
+                   if all(j in fragment.bad for j in write_set(r, E, WQ))]
+        orphans = [ids for ids in orphans if len(ids)]
         if orphans:
+            first, last = min(ids[0] for ids in orphans), max(ids[-1] for ids in orphans)
             raise BKUnrecoverableEntriesException(
-                f"ledger {ledger}: {len(orphans)} entries in {orphans[0]}..{orphans[-1]} are on no surviving replica "
-                f"(write quorum {WQ}; lost: {', '.join(fragment.bad_bookies)})", orphans[0], orphans[-1])
+                f"ledger {ledger}: {sum(len(ids) for ids in orphans)} entries in {first}..{last} are on no surviving "
+                f"replica (write quorum {WQ}; lost: {', '.join(fragment.bad_bookies)})", first, last)
 
     def _copy_share(self, ledger: LedgerId, fragment: LedgerFragment, md: LedgerMetadata, index: int, target: str,
                     digest: DigestManager, master_key: bytes, progress: Progress) -> None:
@@ -97,12 +112,19 @@ class LedgerFragmentReplicator:
         else:  # one stripe per residue r (entries e % E == r share a write set, hence their sources)
             stripes = [(E, r, tuple(fragment.ensemble[j] for j in write_set(r, E, WQ)))
                        for r in sorted({(index - k) % E for k in range(WQ)})]
-        for stride, offset, replicas in stripes:
-            start = fragment.first + (offset - fragment.first) % stride if stride else fragment.first
-            span = self.window * (stride or 1)
-            for a in range(start, fragment.last + 1, span):
-                self._copy_window(ledger, fragment, a, min(fragment.last, a + span - 1), stride, offset, replicas,
-                                  target, digest, master_key, progress)
+
+        def copy_stripe(stride: int, offset: int, replicas: tuple[str, ...]) -> None:
+            entries = residue_range(fragment.first, fragment.last, stride, offset) if stride else \
+                range(fragment.first, fragment.last + 1)
+            for a in entries[::self.window]:  # windows of self.window entries of the stripe
+                b = min(fragment.last, a + self.window * (stride or 1) - 1)
+                self._copy_window(ledger, fragment, a, b, stride, offset, replicas, target, digest, master_key,
+                                  progress)
+
+        # The stripes come from different replicas: copied side by side (the first error is raised).
+        jobs = [self.bk.executor.submit(copy_stripe, *stripe) for stripe in stripes]
+        for job in jobs:
+            job.result()
 
     def _copy_window(self, ledger: LedgerId, fragment: LedgerFragment, a: int, b: int, stride: int, offset: int,
                      replicas: tuple[str, ...], target: str, digest: DigestManager, master_key: bytes,
@@ -169,8 +191,7 @@ class LedgerFragmentReplicator:
             if response.status != status.EOK:
                 failures.append(f"{status.name_of(response.status)} {response.message}")
                 continue
-            progress.entries += response.entryCount
-            progress.bytes += len(blob)
+            progress.add(response.entryCount, len(blob))
         if failures:
             raise BKReplicationException(f"ledger {ledger}: RECOVERY_ADD to {target} failed: {'; '.join(failures)}")
         if self.on_progress is not None and adds:

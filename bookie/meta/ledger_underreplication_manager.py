@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from google.protobuf import text_format
 
@@ -199,20 +199,17 @@ class LedgerUnderreplicationManager:
                 yield UnderreplicatedLedger(ledger_id_of(node.rsplit("/", 1)[1]), replicas,
                                             record.ctime if record.HasField("ctime") else -1, found.version)
 
-    def _url_nodes(self, watch: Callable[[], None] | None = None) -> list[str]:
-        """Paths of every urL node, in id order (the four hex levels sort as the ids do)."""
-        nodes = []
-
-        def walk(path: str, depth: int) -> None:
+    def _url_nodes(self, watch: Callable[[], None] | None = None) -> Iterator[str]:
+        """Paths of the urL nodes, in id order (the four hex levels sort as the ids do), listed level by
+        level as the caller goes on: a worker that locks the first ledger lists no further."""
+        def walk(path: str, depth: int) -> Iterator[str]:
             for child in self.store.node_children(path, watch):
-                if depth == 4:
-                    if child.startswith(URL_PREFIX):
-                        nodes.append(f"{path}/{child}")
-                else:
-                    walk(f"{path}/{child}", depth + 1)
+                if depth < 4:
+                    yield from walk(f"{path}/{child}", depth + 1)
+                elif child.startswith(URL_PREFIX):
+                    yield f"{path}/{child}"
 
-        walk(LEDGERS_PATH, 0)
-        return nodes
+        return walk(LEDGERS_PATH, 0)
 
     def get_underreplicated(self, ledger_id: int) -> UnderreplicatedLedger | None:
         found = self.store.read_node(layout.under_replicated_ledger_path(ledger_id))

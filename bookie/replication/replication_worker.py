@@ -32,6 +32,7 @@ from bookie.meta.ledger_underreplication_manager import (COPYING, FAILED, UNRECO
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0  # longest block on the lock wait, so shutdown is prompt
+PROGRESS_INTERVAL = 1.0  # seconds between progress updates of a ledger's state node
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class ReplicationWorker:
         self._grace_started: dict[int, float] = {}  # ledger -> when its open fragment was first found missing
         self._timers: dict[int, threading.Timer] = {}
         self._timers_lock = threading.Lock()
+        self._next_progress = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -191,6 +193,10 @@ class ReplicationWorker:
         self.manager.release_underreplicated_ledger(ledger_id)
 
     def _progress(self, ledger_id: int, progress: Progress) -> None:
+        now = time.monotonic()
+        if now < self._next_progress and progress.entries < progress.expected:
+            return  # a ZooKeeper write per window would cost more than the copy of small windows
+        self._next_progress = now + PROGRESS_INTERVAL
         f = progress.fragment
         self._set_state(ledger_id, COPYING, f"copying {f}", fragment=f"{f.first}..{f.last}",
                         **{"from": ",".join(progress.targets), "to": ",".join(progress.targets.values())},
