@@ -40,6 +40,11 @@ def residue_range(first: int, last: int, ensemble_size: int, residue: int) -> ra
     return range(first + (residue - first) % ensemble_size, last + 1, ensemble_size)
 
 
+def segment_ensemble(md: LedgerMetadata, first: int) -> tuple[str, ...] | None:
+    """The ensemble of the segment starting at entry ``first``; None if no segment starts there."""
+    return next((bookies for start, bookies in md.ensembles if start == first), None)
+
+
 @dataclass
 class Progress:
     """What a replication has done so far, for the state node: entries and bytes written."""
@@ -77,6 +82,7 @@ class LedgerFragmentReplicator:
         if not fragment.closed:
             raise BKReplicationException(f"{fragment}: the fragment is still open; fence and close the ledger first")
         md = handle.metadata
+        self._ensemble_unchanged(handle.ledger, fragment, self.bk.store.read_ledger(handle.ledger).value)  # copy nothing in vain
         new_ensemble = targets or self.choose_targets(handle.ledger, fragment)
         progress = Progress(fragment, {fragment.ensemble[i]: new_ensemble[i] for i in sorted(fragment.bad)})
         E, WQ = len(fragment.ensemble), md.write_quorum_size
@@ -197,22 +203,25 @@ class LedgerFragmentReplicator:
         if self.on_progress is not None and adds:
             self.on_progress(progress)
 
+    @staticmethod
+    def _ensemble_unchanged(ledger: LedgerId, fragment: LedgerFragment, md: LedgerMetadata) -> None:
+        """BKMetadataVersionException if the fragment's segment no longer has the ensemble it was checked on
+        (another worker replaced a bookie of it)."""
+        found = segment_ensemble(md, fragment.first)
+        if found != fragment.ensemble:
+            raise BKMetadataVersionException(
+                f"ledger {ledger}: the ensemble of entries {fragment.first}.. changed meanwhile "
+                f"({','.join(fragment.ensemble)} -> {','.join(found or ())}); not replacing it")
+
     def _replace_ensemble(self, ledger: LedgerId, fragment: LedgerFragment,
                           new_ensemble: tuple[str, ...]) -> Versioned[LedgerMetadata]:
         """CAS the segment starting at ``fragment.first`` from the old ensemble to ``new_ensemble``."""
         store = self.bk.store
 
-        def current(md: LedgerMetadata) -> tuple[str, ...] | None:
-            return next((bookies for first, bookies in md.ensembles if first == fragment.first), None)
-
         def needs_update(md: LedgerMetadata) -> bool:
-            found = current(md)
-            if found == new_ensemble:
+            if segment_ensemble(md, fragment.first) == new_ensemble:
                 return False  # ours landed (a lost reply re-read)
-            if found != fragment.ensemble:
-                raise BKMetadataVersionException(
-                    f"ledger {ledger}: the ensemble of entries {fragment.first}.. changed meanwhile "
-                    f"({','.join(fragment.ensemble)} -> {','.join(found or ())}); not replacing it")
+            self._ensemble_unchanged(ledger, fragment, md)
             return True
 
         def transform(md: LedgerMetadata) -> LedgerMetadata:

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 import bookie.client.bookkeeper as bookkeeper_module
 from bookie.client import BookKeeper
 from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.distribution_schedule import stores
+from bookie.client.ledger_checker import LedgerChecker
+from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator
+from bookie.exceptions import BKMetadataVersionException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.meta.ledger_underreplication_manager import FAILED, UNRECOVERABLE, LedgerUnderreplicationManager
@@ -267,4 +272,23 @@ def test_rereplication_over_bookkeepers_native_protocol(bk_cluster, monkeypatch)
     finally:
         worker.shutdown()
         worker_bk.close()
+    assert_fully_replicated(bk, ledger.ledger_id)
+
+
+def test_a_fragment_whose_ensemble_changed_meanwhile_is_not_replaced_again(bk_cluster):
+    """Two replicators on the same fragment (as two workers would be without the lock): the second
+    one's CAS is refused, the first one's ensemble stays."""
+    cluster, bk = bk_cluster(5, client_conf=CLIENT)
+    b = [x.bookie_id for x in cluster.bookies]
+    ledger = bk.create_ledger(3, 2, 2, bookies=b[:3])
+    write(ledger, payloads("c", 20))
+    ledger.close()
+    cluster.kill_bookie(0)
+    handle = bk.open_ledger(ledger.ledger_id, recovery=False)
+    (fragment,) = LedgerChecker(bk).check_ledger(handle)
+    first = LedgerFragmentReplicator(bk).replicate(handle, fragment, (b[3], b[1], b[2]))
+    with pytest.raises(BKMetadataVersionException, match="changed meanwhile"):
+        LedgerFragmentReplicator(bk).replicate(handle, fragment, (b[4], b[1], b[2]))
+    assert bk.ledger_metadata(ledger.ledger_id).ensembles == first.value.ensembles == ((0, (b[3], b[1], b[2])),)
+    assert bk.bookie_client(b[4]).list_entries(LedgerId(0, ledger.ledger_id)).status == status.ENOLEDGER  # nothing copied
     assert_fully_replicated(bk, ledger.ledger_id)
