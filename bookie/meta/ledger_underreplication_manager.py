@@ -175,7 +175,7 @@ class LedgerUnderreplicationManager:
         try:
             if self.store.delete_node(path, version):
                 self._delete_empty_parents(path)
-            self.store.delete_node(state_path(ledger_id))
+            self.clear_state(ledger_id)
         except BKMetadataVersionException:
             log.info("ledger %d was marked under-replicated again while it was re-replicated; it stays marked",
                      ledger_id)
@@ -226,6 +226,10 @@ class LedgerUnderreplicationManager:
         if require_marked and self.store.read_node(layout.under_replicated_ledger_path(ledger_id)) is None:
             return
         self.store.write_node(state_path(ledger_id), state.encode(), -1)
+
+    def clear_state(self, ledger_id: int) -> None:
+        """Forget the ledger's state (what it said no longer holds)."""
+        self.store.delete_node(state_path(ledger_id))
 
     def get_state(self, ledger_id: int) -> ReplicationState | None:
         found = self.store.read_node(state_path(ledger_id))

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from bookie.client.ledger_checker import LedgerChecker
 from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator, Progress
-from bookie.exceptions import (BKException, BKNoSuchLedgerExistsException, BKUnrecoverableEntriesException)
+from bookie.exceptions import (BKException, BKMetadataVersionException, BKNoSuchLedgerExistsException,
+                               BKUnrecoverableEntriesException)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_underreplication_manager import (COPYING, FAILED, UNRECOVERABLE, WAITING_GRACE_PERIOD,
                                                          LedgerUnderreplicationManager, ReplicationState)
@@ -114,6 +115,11 @@ class ReplicationWorker:
             done = self._rereplicate(ledger_id)
         except BKUnrecoverableEntriesException as exc:
             self._report_unrecoverable(ledger_id, exc)
+            return ledger_id
+        except BKMetadataVersionException as exc:  # the ledger changed under us: check it afresh, no backoff
+            log.info("ledger %d changed while it was re-replicated (%s); checking it again", ledger_id, exc)
+            self.manager.clear_state(ledger_id)  # its "copying" no longer holds
+            self.manager.release_underreplicated_ledger(ledger_id)
             return ledger_id
         except BKException as exc:
             self._failed(ledger_id, exc)

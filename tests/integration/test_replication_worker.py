@@ -292,3 +292,35 @@ def test_a_fragment_whose_ensemble_changed_meanwhile_is_not_replaced_again(bk_cl
     assert bk.ledger_metadata(ledger.ledger_id).ensembles == first.value.ensembles == ((0, (b[3], b[1], b[2])),)
     assert bk.bookie_client(b[4]).list_entries(LedgerId(0, ledger.ledger_id)).status == status.ENOLEDGER  # nothing copied
     assert_fully_replicated(bk, ledger.ledger_id)
+
+
+def test_a_worker_that_loses_the_race_for_a_fragment_checks_again_without_backoff(bk_cluster):
+    cluster, bk = bk_cluster(5, client_conf=CLIENT)
+    b = [x.bookie_id for x in cluster.bookies]
+    ledger = bk.create_ledger(3, 2, 2, bookies=b[:3])
+    write(ledger, payloads("r", 20))
+    ledger.close()
+    cluster.kill_bookie(0)
+    manager = LedgerUnderreplicationManager(bk.store, "auditor")
+    manager.mark_ledger_underreplicated(ledger.ledger_id, [b[0]])
+    worker = ReplicationWorker(bk, LedgerUnderreplicationManager(bk.store, "w"),
+                               ReplicationSettings(rw_rereplicate_backoff_ms=600_000))
+    check = worker.checker.check_ledger
+
+    def check_then_lose_the_race(handle, include_open=True):
+        found = check(handle, include_open)
+        if handle.metadata.ensembles[0][1][0] == b[0]:  # someone else replaces b0 right after our check
+            (fragment,) = found
+            LedgerFragmentReplicator(bk).replicate(handle, fragment, (b[3], b[1], b[2]))
+        return found
+
+    worker.checker.check_ledger = check_then_lose_the_race
+    try:
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id
+        assert manager.get_state(ledger.ledger_id) is None  # not "failed": nothing went wrong
+        assert not manager.is_ledger_being_replicated(ledger.ledger_id)  # released at once, no 600 s backoff
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id  # checked afresh: nothing missing
+        assert manager.get_underreplicated(ledger.ledger_id) is None
+    finally:
+        worker.shutdown()
+    assert bk.ledger_metadata(ledger.ledger_id).ensembles == ((0, (b[3], b[1], b[2])),)
