@@ -56,6 +56,19 @@ def assert_fully_replicated(bk: BookKeeper, ledger) -> None:
             assert len(bodies) == 1, f"ledger {ledger} entry {e}: copies differ"
 
 
+def closed_ledger_then_lost_bookie(bk_cluster, num_bookies: int, tag: str, entries: int = 20):
+    """A cluster, a closed ledger (E 3, WQ 2) of ``entries`` entries on bookies 0-2, then bookie 0
+    SIGKILLed: (cluster, client, bookie ids, ledger handle, payloads)."""
+    cluster, bk = bk_cluster(num_bookies, client_conf=CLIENT)
+    b = [x.bookie_id for x in cluster.bookies]
+    ledger = bk.create_ledger(3, 2, 2, bookies=b[:3])
+    data = payloads(tag, entries)
+    write(ledger, data)
+    ledger.close()
+    cluster.kill_bookie(0)
+    return cluster, bk, b, ledger, data
+
+
 class Workers:
     """Replication workers, each with its own client and ZooKeeper session; records overlapping copies."""
 
@@ -221,13 +234,7 @@ def test_a_dead_writers_open_ledger_is_fenced_after_the_grace_period_then_copied
 
 
 def test_no_replacement_bookie_fails_with_backoff_then_succeeds_once_one_joins(bk_cluster):
-    cluster, bk = bk_cluster(3, client_conf=CLIENT)
-    b = [x.bookie_id for x in cluster.bookies]
-    ledger = bk.create_ledger(3, 2, 2, bookies=b)
-    data = payloads("f", 12)
-    write(ledger, data)
-    ledger.close()
-    cluster.kill_bookie(0)
+    cluster, bk, b, ledger, _ = closed_ledger_then_lost_bookie(bk_cluster, 3, "f", 12)
     manager = LedgerUnderreplicationManager(bk.store, "auditor")
     manager.mark_ledger_underreplicated(ledger.ledger_id, [b[0]])
     worker_bk = BookKeeper(cluster.metadata_service_uri, CLIENT)
@@ -253,13 +260,7 @@ def test_no_replacement_bookie_fails_with_backoff_then_succeeds_once_one_joins(b
 
 def test_rereplication_over_bookkeepers_native_protocol(bk_cluster, monkeypatch):
     """Sources and target reached by BookKeeper's native protocol (as a stock bookie would be)."""
-    cluster, bk = bk_cluster(4, client_conf=CLIENT)
-    b = [x.bookie_id for x in cluster.bookies]
-    ledger = bk.create_ledger(3, 2, 2, bookies=b[:3])
-    data = payloads("n", 40)
-    write(ledger, data)
-    ledger.close()
-    cluster.kill_bookie(0)
+    cluster, bk, b, ledger, _ = closed_ledger_then_lost_bookie(bk_cluster, 4, "n", 40)
     LedgerUnderreplicationManager(bk.store, "auditor").mark_ledger_underreplicated(ledger.ledger_id, [b[0]])
     monkeypatch.setattr(bookkeeper_module, "make_bookie_client", lambda bookie_id, info, timeout:
                         NativeBookieClient(bookie_id, timeout))
@@ -278,12 +279,7 @@ def test_rereplication_over_bookkeepers_native_protocol(bk_cluster, monkeypatch)
 def test_a_fragment_whose_ensemble_changed_meanwhile_is_not_replaced_again(bk_cluster):
     """Two replicators on the same fragment (as two workers would be without the lock): the second
     one's CAS is refused, the first one's ensemble stays."""
-    cluster, bk = bk_cluster(5, client_conf=CLIENT)
-    b = [x.bookie_id for x in cluster.bookies]
-    ledger = bk.create_ledger(3, 2, 2, bookies=b[:3])
-    write(ledger, payloads("c", 20))
-    ledger.close()
-    cluster.kill_bookie(0)
+    _, bk, b, ledger, _ = closed_ledger_then_lost_bookie(bk_cluster, 5, "c")
     handle = bk.open_ledger(ledger.ledger_id, recovery=False)
     (fragment,) = LedgerChecker(bk).check_ledger(handle)
     first = LedgerFragmentReplicator(bk).replicate(handle, fragment, (b[3], b[1], b[2]))
@@ -295,12 +291,7 @@ def test_a_fragment_whose_ensemble_changed_meanwhile_is_not_replaced_again(bk_cl
 
 
 def test_a_worker_that_loses_the_race_for_a_fragment_checks_again_without_backoff(bk_cluster):
-    cluster, bk = bk_cluster(5, client_conf=CLIENT)
-    b = [x.bookie_id for x in cluster.bookies]
-    ledger = bk.create_ledger(3, 2, 2, bookies=b[:3])
-    write(ledger, payloads("r", 20))
-    ledger.close()
-    cluster.kill_bookie(0)
+    _, bk, b, ledger, _ = closed_ledger_then_lost_bookie(bk_cluster, 5, "r")
     manager = LedgerUnderreplicationManager(bk.store, "auditor")
     manager.mark_ledger_underreplicated(ledger.ledger_id, [b[0]])
     worker = ReplicationWorker(bk, LedgerUnderreplicationManager(bk.store, "w"),
