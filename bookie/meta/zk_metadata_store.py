@@ -49,6 +49,7 @@ class ZKMetadataStore(MetadataStore):
         self._manager: str | None = None
         self._registrations: dict[tuple[str, bool], bytes] = {}
         self._lock = threading.Lock()
+        self._watchers: dict = {}  # node_children's one-shot watch callables -> their kazoo watcher
         self.zk.add_listener(self._on_state)
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -429,8 +430,10 @@ class ZKMetadataStore(MetadataStore):
     def node_children(self, path: str, watch=None) -> list[str]:
         if watch is None:
             return sorted(self._children(self._path(path)))
+        with self._lock:  # one kazoo watcher per callable: kazoo keeps a set, so re-arming does not pile up
+            watcher = self._watchers.setdefault(watch, lambda event: watch())
         try:
-            return sorted(self.zk.get_children(self._path(path), watch=lambda event: watch()))
+            return sorted(self.zk.get_children(self._path(path), watch=watcher))
         except NoNodeError:
             return []
         except KazooException as exc:

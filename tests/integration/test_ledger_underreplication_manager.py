@@ -155,3 +155,13 @@ def test_an_unknown_layout_is_refused(metadata_store):
     metadata_store.create_node("underreplication/LAYOUT", b'type: "FANCY" version: 2')
     with pytest.raises(ValueError, match="FANCY"):
         LedgerUnderreplicationManager(metadata_store)
+
+
+def test_an_idle_worker_does_not_pile_up_watches(metadata_store):
+    urm = LedgerUnderreplicationManager(metadata_store)
+    urm.mark_ledger_underreplicated(1, ["lost"])
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 1  # ours now: the others find nothing to lock
+    for _ in range(3):
+        assert urm.get_ledger_to_rereplicate(timeout=0.05) is None
+    watchers = metadata_store.zk._child_watchers
+    assert all(len(watchers[path]) == 1 for path in watchers), {p: len(w) for p, w in watchers.items()}
