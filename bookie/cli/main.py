@@ -10,7 +10,8 @@ import logging
 import os
 import sys
 
-from bookie.cli import autorecovery_commands, gc_commands, ledger_commands, log_commands, server_commands, storage_commands
+from bookie.cli import (autorecovery_commands, gc_commands, ledger_commands, log_commands, recovery_commands,
+                        server_commands, storage_commands)
 from bookie.exceptions import BKException
 from bookie.server.conf import ServerConfiguration
 
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_commands.register_shell(shell_commands, add_uri_args)
     gc_commands.register_shell(shell_commands, add_uri_args)
     autorecovery_commands.register_shell(shell_commands, add_uri_args)
+    recovery_commands.register_shell(shell_commands, add_uri_args)
     ledger_commands.register_bench(commands, add_uri_args)
     return parser
 

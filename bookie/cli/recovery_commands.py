@@ -1,0 +1,86 @@
+"""``bk shell recover`` and ``bk shell decommissionbookie`` (BookKeeper's RecoverCommand and
+DecommissionCommand, over BookKeeperAdmin).
+
+    bk shell recover B... [-l LEDGER] [-dr] [-sk] [-d] -u URI
+        copy the lost bookies' shares of every ledger on them; -dr only lists, -sk leaves open ledgers,
+        -d deletes the bookies' cookies once everything is recovered; exit 1 if anything was not
+    bk shell decommissionbookie -bookieid B [--timeout S] -u URI
+        refused while B is registered; marks its ledgers (through the auditor if one runs), waits until
+        nothing references B, deletes its cookie
+"""
+from __future__ import annotations
+
+from tqdm import tqdm
+
+from bookie.cli.ledger_commands import _client
+from bookie.client.bookkeeper import as_ledger_id
+from bookie.client.bookkeeper_admin import BookKeeperAdmin, LedgerRecovery
+from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+from bookie.replication.auditor_elector import current_auditor
+
+
+def register_shell(commands, add_uri_args) -> None:
+    recover = commands.add_parser("recover", help="copy lost bookies' data to other bookies (BookKeeperAdmin)")
+    add_uri_args(recover)
+    recover.add_argument("bookies", nargs="+", metavar="BOOKIE", help="bookie id(s) to recover")
+    recover.add_argument("-l", "--ledger", help="this ledger only")
+    recover.add_argument("-dr", "--dryrun", action="store_true", help="only list what would be copied")
+    recover.add_argument("-sk", "--skipopenledgers", action="store_true", help="leave open ledgers alone")
+    recover.add_argument("-d", "--deletecookie", action="store_true",
+                         help="delete the recovered bookies' cookies afterwards")
+    recover.set_defaults(run=run_recover)
+    decommission = commands.add_parser("decommissionbookie",
+                                       help="move a stopped bookie's ledgers elsewhere, then delete its cookie")
+    add_uri_args(decommission)
+    decommission.add_argument("-bookieid", "--bookieid", required=True, help="the bookie to decommission")
+    decommission.add_argument("--timeout", type=float, default=86400.0,
+                              help="seconds to wait for its ledgers to move (default 86400)")
+    decommission.set_defaults(run=run_decommission)
+
+
+def run_recover(args, conf) -> int:
+    with _client(args) as bk:
+        admin = BookKeeperAdmin(bk)
+        ledger = as_ledger_id(args.ledger) if args.ledger is not None else None
+        with tqdm(desc="recover", unit=" ledgers", leave=False) as bar:
+            def shown(result: LedgerRecovery) -> None:
+                bar.update(1)
+                if args.dryrun and result.fragments:
+                    print(f"ledger {result.ledger}: would copy {result.entries} entries of "
+                          + "; ".join(f"{f.first}..{f.last} from {','.join(f.bad_bookies)}" for f in result.fragments))
+            report = admin.recover_bookie_data(args.bookies, ledger, args.dryrun, args.skipopenledgers, shown)
+        print(report.summary(args.dryrun))
+        if report.failed:
+            return 1
+        if args.deletecookie and not args.dryrun:
+            for bookie in args.bookies:
+                bk.store.delete_cookie(bookie)
+                print(f"deleted the cookie of {bookie}")
+    return 0
+
+
+def run_decommission(args, conf) -> int:
+    bookie = args.bookieid
+    with _client(args) as bk:
+        admin = BookKeeperAdmin(bk)
+        admin.ensure_down(bookie)
+        manager = LedgerUnderreplicationManager(bk.store)
+        auditor = current_auditor(bk.store)
+        if auditor is not None:
+            # BookKeeperAdmin.triggerAudit: rewriting the delay wakes the auditor, which audits at once.
+            delay = manager.get_lost_bookie_recovery_delay()
+            manager.set_lost_bookie_recovery_delay(conf["lostBookieRecoveryDelay"] if delay is None else delay)
+            print(f"triggered an audit on {auditor}")
+        else:
+            # No auditor: mark the ledgers here, so replication workers (`bk autorecovery`) move them; copying
+            # them here is `recover`'s job, and the marks tell a worker started later what to do.
+            print(f"no auditor is running: marked {admin.mark_underreplicated(bookie)} ledgers under-replicated")
+        with tqdm(desc=f"ledgers on {bookie}", unit=" ledgers", leave=False) as bar:
+            def shown(in_metadata, marked) -> None:
+                bar.total = max(bar.total or 0, len(in_metadata))
+                bar.n = bar.total - len(in_metadata)
+                bar.set_postfix(marked=len(marked))
+            admin.wait_unreferenced(bookie, args.timeout, shown)
+        bk.store.delete_cookie(bookie)
+        print(f"bookie {bookie} decommissioned: no ledger references it; its cookie is deleted")
+    return 0

@@ -1,0 +1,188 @@
+"""Manual recovery and decommission (BookKeeper's BookKeeperAdmin, reference §6 "Manual").
+
+``recover_bookie_data``: for each ledger with a fragment on a lost bookie, open it without recovery; if
+it is still open and its last ensemble has a lost bookie, open it with recovery (fence + close) unless
+open ledgers are skipped; then copy every fragment naming a lost bookie, the last one included, to
+replacements (LedgerFragmentReplicator). Unlike the LedgerChecker, which only copies what it finds
+missing, the operator names the bookies: their whole share is copied whether they answer or not.
+
+``decommission``: the bookie must be down; its ledgers are marked under-replicated (by the auditor, or
+here), and the caller waits until neither ledger metadata nor an urL node names it.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from bookie.client.distribution_schedule import stores
+from bookie.client.ledger_checker import LedgerFragment, fragments_of
+from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator
+from bookie.exceptions import (BKException, BKIllegalOpException, BKNoSuchLedgerExistsException,
+                               BKNoSuchLedgerExistsOnMetadataServerException, BKTimeoutException)
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 1.0  # between looks at the metadata while a decommission waits (an operator's wait)
+
+
+@dataclass
+class LedgerRecovery:
+    """What recovering one ledger did (or, in a dry run, would do)."""
+    ledger: LedgerId
+    fragments: list[LedgerFragment] = field(default_factory=list)  # to copy / copied
+    entries: int = 0  # entries copied (dry run: to copy), counted once per lost replica
+    fenced: bool = False  # opened with recovery (it was open with a lost bookie in its last ensemble)
+    skipped: str = ""  # why it was left alone (-sk on an open ledger)
+    error: str = ""  # why it could not be recovered
+
+
+@dataclass
+class RecoveryReport:
+    ledgers: list[LedgerRecovery] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[LedgerRecovery]:
+        return [r for r in self.ledgers if r.error]
+
+    def summary(self, dry_run: bool) -> str:
+        done = [r for r in self.ledgers if not r.error and not r.skipped]
+        verb = "would copy" if dry_run else "copied"
+        lines = [f"{len(done)} ledgers, {sum(len(r.fragments) for r in done)} fragments, "
+                 f"{sum(r.entries for r in done)} entries {verb}"
+                 + (f"; {sum(r.fenced for r in done)} open ledgers fenced and closed" if not dry_run else "")]
+        lines += [f"  skipped ledger {r.ledger}: {r.skipped}" for r in self.ledgers if r.skipped]
+        lines += [f"  NOT RECOVERED ledger {r.ledger}: {r.error}" for r in self.failed]
+        return "\n".join(lines)
+
+
+def share_size(fragment: LedgerFragment, write_quorum: int) -> int:
+    """Entries of ``fragment`` its bad bookies store (each counted once per bad bookie)."""
+    E = len(fragment.ensemble)
+    return sum(1 for i in fragment.bad for e in range(fragment.first, fragment.last + 1)
+               if stores(i, e, E, write_quorum))
+
+
+class BookKeeperAdmin:
+    def __init__(self, bk):
+        self.bk = bk
+        self.store = bk.store
+        self.replicator = LedgerFragmentReplicator(bk, bk.conf.maxBatchEntries)
+
+    # -- which ledgers ---------------------------------------------------------------------------------
+    def ledgers_on(self, bookies: Iterable[str], scope_id: int | None = None) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
+        """Each ledger with a fragment on one of ``bookies`` (all scopes by default), with its metadata."""
+        wanted = set(bookies)
+        for ledger in self.store.iterate_ledgers(scope_id):
+            try:
+                md = self.store.read_ledger(ledger).value
+            except BKNoSuchLedgerExistsOnMetadataServerException:
+                continue  # deleted since the listing
+            if any(wanted & set(ensemble) for _, ensemble in md.ensembles):
+                yield ledger, md
+
+    # -- recover ---------------------------------------------------------------------------------------
+    def recover_bookie_data(self, bookies: Iterable[str], ledger: LedgerId | None = None, dry_run: bool = False,
+                            skip_open: bool = False,
+                            on_ledger: Callable[[LedgerRecovery], None] | None = None) -> RecoveryReport:
+        """Copy the shares of ``bookies`` of every ledger on them (or of ``ledger`` only) to replacements."""
+        lost = set(bookies)
+        report = RecoveryReport()
+        if ledger is not None:
+            md = self.store.read_ledger(ledger).value
+            targets = [(ledger, md)] if any(lost & set(e) for _, e in md.ensembles) else []
+        else:
+            targets = list(self.ledgers_on(lost))
+        for lid, md in targets:
+            result = self.recover_ledger(lid, md, lost, dry_run, skip_open)
+            report.ledgers.append(result)
+            if on_ledger is not None:
+                on_ledger(result)
+        return report
+
+    def recover_ledger(self, ledger: LedgerId, md: LedgerMetadata, lost: set[str], dry_run: bool,
+                       skip_open: bool) -> LedgerRecovery:
+        result = LedgerRecovery(ledger)
+        try:
+            handle = self.bk.open_ledger(ledger, md.password, recovery=False, scope_id=ledger.scope_id)
+            md = handle.metadata
+            if not md.is_closed and lost & set(md.ensembles[-1][1]):
+                if skip_open:
+                    result.skipped = "open, and its last ensemble has a lost bookie (-sk)"
+                    return result
+                if not dry_run:  # the writer may be gone: fence and close so the last fragment is fixed
+                    handle = self.bk.open_ledger(ledger, md.password, recovery=True, scope_id=ledger.scope_id)
+                    result.fenced = True
+            fragments = self._fragments(handle, lost)
+            result.fragments = fragments
+            result.entries = sum(share_size(f, handle.metadata.write_quorum_size) for f in fragments)
+            if dry_run:
+                return result
+            for fragment in fragments:
+                if not fragment.closed:
+                    raise BKIllegalOpException(f"{fragment}: still open")  # only in a dry run (not fenced)
+                self.replicator.replicate(handle, fragment)
+        except BKNoSuchLedgerExistsException:
+            result.skipped = "deleted meanwhile"
+        except BKException as exc:
+            result.error = str(exc)
+        return result
+
+    @staticmethod
+    def _fragments(handle, lost: set[str]) -> list[LedgerFragment]:
+        """Fragments of the handle's ledger naming a lost bookie; an open last one ends at the LAC."""
+        out = []
+        for first, last, ensemble, closed in fragments_of(handle.ledger, handle.metadata, handle.last_add_confirmed):
+            bad = frozenset(i for i, b in enumerate(ensemble) if b in lost)
+            if bad:
+                out.append(LedgerFragment(handle.ledger, first, last, tuple(ensemble), bad, closed))
+        return out
+
+    # -- decommission ----------------------------------------------------------------------------------
+    def ensure_down(self, bookie: str) -> None:
+        """BKIllegalOpException while ``bookie`` is registered (writable or read-only)."""
+        for read_only, kind in ((False, "writable"), (True, "read-only")):
+            if bookie in self.store.bookies(read_only=read_only):
+                raise BKIllegalOpException(f"bookie {bookie} is registered as {kind}: stop it before decommissioning it")
+
+    def mark_underreplicated(self, bookie: str) -> int:
+        """Mark the scope-0 ledgers on ``bookie`` under-replicated as the auditor would; how many."""
+        manager = LedgerUnderreplicationManager(self.store)
+        count = 0
+        for ledger, _ in self.ledgers_on([bookie], scope_id=0):
+            manager.mark_ledger_underreplicated(ledger.ledger_id, [bookie])
+            count += 1
+        return count
+
+    def references(self, bookie: str) -> tuple[list[LedgerId], list[int]]:
+        """Ledgers whose metadata names ``bookie``, and ledgers whose urL node lists it as missing."""
+        in_metadata = [ledger for ledger, _ in self.ledgers_on([bookie])]
+        manager = LedgerUnderreplicationManager(self.store)
+        marked = [u.ledger_id for u in manager.list_underreplicated(lambda replicas: bookie in replicas)]
+        return in_metadata, marked
+
+    def wait_unreferenced(self, bookie: str, timeout: float,
+                          on_poll: Callable[[list[LedgerId], list[int]], None] | None = None) -> None:
+        """Return once nothing references ``bookie``; BKTimeoutException naming what still does after
+        ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            in_metadata, marked = self.references(bookie)
+            if on_poll is not None:
+                on_poll(in_metadata, marked)
+            if not in_metadata and not marked:
+                return
+            if time.monotonic() > deadline:
+                raise BKTimeoutException(
+                    f"bookie {bookie} still referenced after {timeout:.0f} s: ledgers {_ids(in_metadata)} in their "
+                    f"metadata, {len(marked)} marked under-replicated (is a replication worker running? "
+                    f"`bk autorecovery`, or `bk shell recover {bookie}`)")
+            time.sleep(POLL_SECONDS)  # an operator's wait on other processes, not a test's synchronization
+
+
+def _ids(ledgers: list[LedgerId]) -> str:
+    shown = ", ".join(str(x) for x in ledgers[:10])
+    return shown + (f" and {len(ledgers) - 10} more" if len(ledgers) > 10 else "")
