@@ -77,6 +77,10 @@ def test_recover_dry_run_then_recover_closed_and_open_ledgers(bk_cluster):
     assert f"ledger {LedgerId(0, untouched.ledger_id)}" not in dry.stdout
     assert {x: bk.store.read_ledger(LedgerId(0, x)).version for x in ledgers} == versions
     assert holdings(bk, b[1:], ledgers) == before
+    only = bk_shell(cluster, "recover", b[0], "-dr", "-l", str(plain.ledger_id))
+    assert only.returncode == 0, only.stderr
+    assert [line.split(":")[0] for line in only.stdout.splitlines() if ": would copy" in line] == \
+        [f"ledger {LedgerId(0, plain.ledger_id)}"]
     assert not bk.ledger_metadata(open_handle.ledger_id).is_closed
 
     skipping = bk_shell(cluster, "recover", b[0], "-sk")
