@@ -1,9 +1,9 @@
-"""One AutoRecovery participant (BookKeeper's AutoRecoveryMain): the auditor election, and the auditor
-while this participant is elected.
+"""One AutoRecovery participant (BookKeeper's AutoRecoveryMain): the auditor election, the auditor while
+this participant is elected, and a ReplicationWorker that copies the ledgers the auditor marks.
 
 Runs as ``bk autorecovery`` (a process of its own; several may run, one is the auditor) or inside a bookie
 with ``autoRecoveryDaemonEnabled=true`` (``bk bookie`` starts it once the bookie is up; the server layer
-does not import replication). The replication worker is not part of it yet.
+does not import replication).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationMa
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.replication.auditor import Auditor
 from bookie.replication.auditor_elector import AuditorElector
+from bookie.replication.replication_worker import ReplicationSettings, ReplicationWorker
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class AutoRecoveryMain:
         self._auditor: Auditor | None = None
         self._lock = threading.Lock()
         self.elector = AuditorElector(self.id, self.store, self._start_auditor, self._stop_auditor)
+        self.worker: ReplicationWorker | None = None
 
     @property
     def auditor(self) -> Auditor | None:
@@ -40,16 +42,21 @@ class AutoRecoveryMain:
 
     def start(self) -> "AutoRecoveryMain":
         self.elector.start()
+        self.worker = ReplicationWorker(self._bk(), LedgerUnderreplicationManager(self.store, self.id),
+                                        ReplicationSettings.of(self.conf), self.id).start()
         log.info("autorecovery %s started", self.id)
         return self
 
-    def _bookie_client(self, bookie: str):
-        # Only the replicas check talks to bookies: the client is made the first time it does.
+    def _bk(self):
+        """The participant's client (the worker's, and the auditor's replicas check)."""
         from bookie.client import BookKeeper
         with self._lock:
             if self._client is None:
                 self._client = BookKeeper(self.conf["metadataServiceUri"])
-        return self._client.bookie_client(bookie)
+            return self._client
+
+    def _bookie_client(self, bookie: str):
+        return self._bk().bookie_client(bookie)
 
     def _start_auditor(self) -> None:
         self._auditor = Auditor(self.id, self.store, self.manager, self.conf, self._bookie_client).start()
@@ -60,6 +67,8 @@ class AutoRecoveryMain:
             auditor.shutdown()
 
     def shutdown(self) -> None:
+        if self.worker is not None:
+            self.worker.shutdown()  # releases the locks it holds
         self.elector.shutdown()  # steps down: stops the auditor
         with self._lock:
             if self._client is not None:
