@@ -154,13 +154,17 @@ class LocalBookKeeper:
         bookie.proc = None
         return code
 
-    def start_autorecovery(self, participant_id: str) -> subprocess.Popen:
+    def start_autorecovery(self, participant_id: str, **settings) -> subprocess.Popen:
         """Start a ``bk autorecovery`` process (its own process group, stopped by PID in ``stop``); its output
-        goes to ``autorecovery-<id>.log`` in the cluster's directory."""
+        goes to ``autorecovery-<id>.log`` in the cluster's directory; ``settings`` (AutoRecovery's keys of
+        ServerConfiguration) go in its ``autorecovery-<id>.conf``."""
         log_path = os.path.join(self.base_dir, f"autorecovery-{participant_id}.log")
+        conf_path = os.path.join(self.base_dir, f"autorecovery-{participant_id}.conf")
+        with open(conf_path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in settings.items())
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "autorecovery", "-u",
-                                     self.metadata_service_uri, "--id", participant_id],
+            proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "autorecovery", "--conf", conf_path,
+                                     "-u", self.metadata_service_uri, "--id", participant_id],
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=_child_env())
         self.autorecovery.append(proc)
