@@ -11,19 +11,24 @@ bookie at once, as BookKeeper's auditor does.
 
 Periodic checks: ``auditorPeriodicBookieCheckInterval`` the same audit; ``auditorReplicasCheckInterval``
 compares each bookie's list of entries (GetListOfEntriesOfLedger) with the striping of closed ledgers and,
-unlike BookKeeper (metrics only), marks the ledgers where a bookie lacks entries it should hold.
-The ledger check (``auditorPeriodicCheckInterval``, LedgerChecker) is not run by this auditor yet.
+unlike BookKeeper (metrics only), marks the ledgers where a bookie lacks entries it should hold;
+``auditorPeriodicCheckInterval`` checks every ledger (BookKeeper's checkAllLedgers): each is opened without
+recovery (a few at a time) and LedgerChecker's bad bookies are marked as its missing replicas. Both write
+their ctime in ZooKeeper and, as BookKeeper's auditor, start from it: a check that ran less than an
+interval ago (by any auditor) first runs when that interval is over; one never run, an interval after start.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from bookie.client.distribution_schedule import stores
+from bookie.client.ledger_checker import LedgerChecker
 from bookie.exceptions import BKException, BKNoSuchLedgerExistsOnMetadataServerException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
@@ -35,6 +40,8 @@ from bookie.proto import availability
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF_SECONDS = 5.0  # rwRereplicateBackoffMs's role for the auditor: ZooKeeper failed, try again
+# auditorMaxNumberOfConcurrentOpenLedgerOperations's role: ledgers opened and checked at once by checkAllLedgers
+MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS = 8
 
 
 # -- the audit as pure functions ----------------------------------------------------------------------
@@ -73,6 +80,19 @@ def expected_entries(metadata: LedgerMetadata, bookie: str) -> set[int]:
     return expected
 
 
+def first_run(interval_s: int, last_ctime_ms: int, now_ms: int, now: float) -> float | None:
+    """When (monotonic) a periodic check first runs, given when any auditor last ran it (-1: never):
+    once ``interval_s`` is over since then, at once if it is; None if the check is off. Never run: one
+    interval from now (BookKeeper runs it at once; here an auditor's first minutes, when bookies come and
+    go, are left to the lost-bookie audit)."""
+    if interval_s <= 0:
+        return None
+    if last_ctime_ms < 0:
+        return now + interval_s
+    since_ms = max(0, now_ms - last_ctime_ms)  # a clock behind the writer's: as if it just ran
+    return now + max(0.0, interval_s - since_ms / 1000.0)
+
+
 def recovery_due(lost_since: dict[str, float], delay_s: float, now: float) -> tuple[set[str], float | None]:
     """The lost bookies whose delay has run out, and when the next one's does (None if no other waits)."""
     due = {b for b, since in lost_since.items() if now - since >= delay_s}
@@ -86,19 +106,22 @@ class AuditStats:
     audits: int = 0
     ledgers_marked: int = 0
     replicas_checks: int = 0
+    ledger_checks: int = 0  # checkAllLedgers runs
 
 
 class Auditor:
     """Runs the audits on one thread until ``shutdown()``. ``bookie_client(b)`` (a BookKeeper client's) is
-    used by the replicas check; without one that check is off."""
+    used by the replicas check, ``client()`` (a BookKeeper client) by the check of every ledger; without
+    them those checks are off."""
 
     def __init__(self, bookie_id: str, store: MetadataStore, manager: LedgerUnderreplicationManager, conf,
-                 bookie_client: Callable[[str], object] | None = None):
+                 bookie_client: Callable[[str], object] | None = None, client: Callable[[], object] | None = None):
         self.bookie_id = bookie_id
         self.store = store
         self.manager = manager
         self.conf = conf
         self.bookie_client = bookie_client
+        self.client = client
         self.stats = AuditStats()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -109,7 +132,8 @@ class Auditor:
         self._lost_since: dict[str, float] = {}  # lost bookie -> when first seen lost (monotonic)
         self._marked: set[str] = set()  # lost bookies whose ledgers are marked
         self._next_bookie_check = self._after(conf["auditorPeriodicBookieCheckInterval"])
-        self._next_replicas_check = self._after(conf["auditorReplicasCheckInterval"])
+        self._next_replicas_check: float | None = None  # from the ctimes in ZooKeeper, at start()
+        self._next_ledger_check: float | None = None
         self._unwatch: list[Callable[[], None]] = []
         self._thread = threading.Thread(target=self._run, name="Auditor", daemon=True)
 
@@ -119,6 +143,13 @@ class Auditor:
 
     def start(self) -> "Auditor":
         self.manager.initialize_lost_bookie_recovery_delay(self.conf["lostBookieRecoveryDelay"])
+        now_ms, now = int(time.time() * 1000), time.monotonic()
+        if self.bookie_client is not None:
+            self._next_replicas_check = first_run(self.conf["auditorReplicasCheckInterval"],
+                                                  self.manager.get_replicas_check_ctime(), now_ms, now)
+        if self.client is not None:
+            self._next_ledger_check = first_run(self.conf["auditorPeriodicCheckInterval"],
+                                                self.manager.get_check_all_ledgers_ctime(), now_ms, now)
         self.store.watch_bookies(self._on_bookies)
         self._unwatch.append(self.manager.watch_lost_bookie_recovery_delay(self._on_delay_changed()))
         self._unwatch.append(self.store.watch_node(DISABLE_PATH, lambda node: self._wake.set()))
@@ -154,7 +185,8 @@ class Auditor:
     def _run(self) -> None:
         next_due: float | None = None
         while not self._stop.is_set():
-            deadlines = [d for d in (next_due, self._next_bookie_check, self._next_replicas_check) if d is not None]
+            deadlines = [d for d in (next_due, self._next_bookie_check, self._next_replicas_check,
+                                     self._next_ledger_check) if d is not None]
             self._wake.wait(max(0.0, min(deadlines) - time.monotonic()) if deadlines else None)
             self._wake.clear()
             if self._stop.is_set():
@@ -172,6 +204,12 @@ class Auditor:
         if periodic:
             self._next_bookie_check = self._after(self.conf["auditorPeriodicBookieCheckInterval"])
             self._marked.clear()  # the periodic audit marks every lost bookie again
+        replicas_due = self._next_replicas_check is not None and now >= self._next_replicas_check
+        if replicas_due:  # rescheduled even while AutoRecovery is disabled: skipped, not retried at once
+            self._next_replicas_check = self._after(self.conf["auditorReplicasCheckInterval"])
+        ledgers_due = self._next_ledger_check is not None and now >= self._next_ledger_check
+        if ledgers_due:
+            self._next_ledger_check = self._after(self.conf["auditorPeriodicCheckInterval"])
         with self._lock:
             writable, read_only = list(self._writable), list(self._read_only)
             forced, self._forced = self._forced, False
@@ -194,10 +232,11 @@ class Auditor:
         if due:
             self._mark(index, due)
         self._show_waiting(index, set(pending) - due, delay)
-        self.stats.audits += 1
-        if self._next_replicas_check is not None and now >= self._next_replicas_check:
-            self._next_replicas_check = self._after(self.conf["auditorReplicasCheckInterval"])
+        if replicas_due:
             self.replicas_check(writable + read_only)
+        if ledgers_due:
+            self.check_all_ledgers()
+        self.stats.audits += 1  # counted once the round is over, its periodic checks included
         return next_due
 
     def _all_ledgers(self) -> Iterator[tuple[int, LedgerMetadata]]:
@@ -249,6 +288,32 @@ class Auditor:
         self.manager.set_replicas_check_ctime(int(time.time() * 1000))
         self.stats.replicas_checks += 1
         return dict(found)
+
+    # -- the check of every ledger ------------------------------------------------------------------------
+    def check_all_ledgers(self) -> dict[int, set[str]]:
+        """Open every ledger without recovery, a few at a time, and mark those where LedgerChecker finds
+        bad bookies (with them as the missing replicas); returns ledger -> those bookies."""
+        if self.client is None:
+            return {}
+        bk = self.client()
+        checker = LedgerChecker(bk)
+
+        def check(ledger_id: int, metadata: LedgerMetadata) -> tuple[int, set[str]]:
+            try:
+                handle = bk.open_ledger(ledger_id, metadata.password, recovery=False)
+            except BKNoSuchLedgerExistsOnMetadataServerException:
+                return ledger_id, set()  # deleted since the listing
+            return ledger_id, {b for fragment in checker.check_ledger(handle) for b in fragment.bad_bookies}
+
+        with ThreadPoolExecutor(MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS, thread_name_prefix="AuditorCheck") as pool:
+            results = list(pool.map(lambda item: check(*item), self._all_ledgers()))
+        found = {ledger_id: bad for ledger_id, bad in results if bad}
+        for ledger_id, bookies in sorted(found.items()):
+            self.manager.mark_ledger_underreplicated(ledger_id, sorted(bookies))
+        self.manager.set_check_all_ledgers_ctime(int(time.time() * 1000))
+        self.stats.ledger_checks += 1
+        log.info("checked %d ledgers: %d marked under-replicated", len(results), len(found))
+        return found
 
     def shutdown(self) -> None:
         self._stop.set()

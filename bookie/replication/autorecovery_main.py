@@ -59,7 +59,8 @@ class AutoRecoveryMain:
         return self._bk().bookie_client(bookie)
 
     def _start_auditor(self) -> None:
-        self._auditor = Auditor(self.id, self.store, self.manager, self.conf, self._bookie_client).start()
+        self._auditor = Auditor(self.id, self.store, self.manager, self.conf, self._bookie_client,
+                               client=self._bk).start()
 
     def _stop_auditor(self) -> None:
         auditor, self._auditor = self._auditor, None
