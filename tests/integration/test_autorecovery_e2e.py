@@ -143,8 +143,16 @@ def test_auditor_and_a_worker_mid_fragment_killed_others_finish(bk_cluster):
             if state is not None and state.state == COPYING and state.by == "ar-b":
                 return lid
         return None
-    wait_for(lambda: copying_by_b() is not None, "ar-b copying a fragment")
-    os.kill(w.pid, signal.SIGSTOP)  # frozen mid-fragment: its lock and state stay as they are
+    def frozen_copying() -> bool:
+        """SIGSTOP ar-b once a state node says it copies; if it moved on in between, let it run on."""
+        if copying_by_b() is None:
+            return False
+        os.kill(w.pid, signal.SIGSTOP)  # frozen mid-fragment: its lock and state stay as they are
+        if copying_by_b() is None:
+            os.kill(w.pid, signal.SIGCONT)
+            return False
+        return True
+    wait_for(frozen_copying, "ar-b frozen while copying a fragment")
     frozen = copying_by_b()
     assert frozen is not None and manager.lock_holder(frozen) == "ar-b"
     stop_process(w, sig=signal.SIGKILL)
