@@ -16,14 +16,16 @@ pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
 
 
 def test_bookie_shell_reads_what_our_autorecovery_writes(bk_cluster, zookeeper, tmp_path):
-    c, bk = bk_cluster(4)
+    # Three bookies: a lost one has no replacement, so the marks stay while the AutoRecovery process's
+    # replication worker tries and backs off, and the tools see them.
+    c, bk = bk_cluster(3)
     ensembles = {}
     for i in range(4):
         lh = bk.create_ledger(3, 2, 2, password=b"pw")
         lh.append_batch([b"x%d" % j for j in range(10)]).result()
         lh.close()
         ensembles[lh.ledger_id] = bk.ledger_metadata(lh.ledger_id).last_ensemble
-    victim = c.bookies[3]
+    victim = c.bookies[2]
     on_victim = sorted(lid for lid, ens in ensembles.items() if victim.bookie_id in ens)
     tools = RealBookKeeper(zookeeper.connect_string, str(tmp_path / "tools"), num_bookies=0, root=c.root)
     tools.env["REALBK_LOGLEVEL"] = "INFO"  # BookieShell prints its answers through its logger, at INFO
