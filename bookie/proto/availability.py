@@ -44,6 +44,7 @@ def decode(data: bytes) -> list[int]:
     ids: list[int] = []
     for i in range(count):
         first, last, size, period = GROUP.unpack_from(data, HEADER_SIZE + i * GROUP.size)
-        for start in range(first, last + 1, period):
+        # A group of one run has sequencePeriod 0 in BookKeeper's own encoding (first == last): step 1 yields it once.
+        for start in range(first, last + 1, period or 1):
             ids.extend(range(start, start + size))
     return ids
