@@ -216,7 +216,10 @@ class Auditor:
         index = bookie_ledger_index(self._all_ledgers())
         lost = lost_bookies(index, writable, read_only)
         for bookie in set(self._lost_since) - lost:
-            log.info("bookie %s is back: nothing is marked for it", bookie)
+            if bookie in writable or bookie in read_only:
+                log.info("bookie %s is back: nothing is marked for it", bookie)
+            else:
+                log.info("no ledger names bookie %s any more: its ledgers were re-replicated", bookie)
         self._lost_since = {b: self._lost_since.get(b, now) for b in lost}
         self._marked &= lost
         if not self.manager.is_ledger_replication_enabled():
