@@ -98,9 +98,7 @@ def run_whoisauditor(args, conf) -> int:
 def run_triggeraudit(args, conf) -> int:
     with _store(args) as store:
         manager = LedgerUnderreplicationManager(store)
-        # BookKeeperAdmin.triggerAudit: rewriting the delay wakes the auditor, which audits at once.
-        delay = manager.get_lost_bookie_recovery_delay()
-        manager.set_lost_bookie_recovery_delay(conf["lostBookieRecoveryDelay"] if delay is None else delay)
+        manager.trigger_audit(conf["lostBookieRecoveryDelay"])
     print("Triggered audit")
     return 0
 

@@ -67,9 +67,7 @@ def run_decommission(args, conf) -> int:
         manager = LedgerUnderreplicationManager(bk.store)
         auditor = current_auditor(bk.store)
         if auditor is not None:
-            # BookKeeperAdmin.triggerAudit: rewriting the delay wakes the auditor, which audits at once.
-            delay = manager.get_lost_bookie_recovery_delay()
-            manager.set_lost_bookie_recovery_delay(conf["lostBookieRecoveryDelay"] if delay is None else delay)
+            manager.trigger_audit(conf["lostBookieRecoveryDelay"])
             print(f"triggered an audit on {auditor}")
         else:
             # No auditor: mark the ledgers here, so replication workers (`bk autorecovery`) move them; copying

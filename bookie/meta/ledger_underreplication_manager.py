@@ -333,6 +333,12 @@ class LedgerUnderreplicationManager:
     def set_lost_bookie_recovery_delay(self, delay_s: int) -> None:
         self.store.write_node(LOST_BOOKIE_RECOVERY_DELAY_PATH, str(int(delay_s)).encode(), -1)
 
+    def trigger_audit(self, default_delay_s: int) -> None:
+        """BookKeeperAdmin.triggerAudit: rewrite the delay (as it is, or ``default_delay_s`` if unset); the
+        auditor watches it and audits at once."""
+        delay = self.get_lost_bookie_recovery_delay()
+        self.set_lost_bookie_recovery_delay(default_delay_s if delay is None else delay)
+
     def get_lost_bookie_recovery_delay(self) -> int | None:
         found = self.store.read_node(LOST_BOOKIE_RECOVERY_DELAY_PATH)
         return None if found is None else int(found.value.decode().strip())

@@ -34,17 +34,18 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 
 from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
+from bookie.server.compaction_throttler import Throttler
 from bookie.server.entry_log_metadata import EntryLogMetadata
 from bookie.server.entry_logger import (LOG_HEADER_SIZE, encode_ledgers_map, encode_log_header, log_path,
                                         scan_entry_log)
-from bookie.server.ledger_storage import InterleavedLedgerStorage, _gather_be
+from bookie.server.ledger_storage import InterleavedLedgerStorage, gather_be
 from bookie.util.io import fsync_dir, pwritev_all
 
 log = logging.getLogger(__name__)
@@ -79,43 +80,6 @@ def logs_to_compact(metas: Iterable[EntryLogMetadata], threshold: float) -> list
         return []
     chosen = [m for m in metas if not m.is_empty and m.total_size > 0 and m.usage < threshold]
     return sorted(chosen, key=lambda m: (m.usage, m.entry_log_id))
-
-
-class Throttler:
-    """Token bucket over entries/s, or bytes/s with ``isThrottleByBytes`` (AbstractLogCompactor.Throttler).
-
-    ``acquire(entries, nbytes)`` takes the copy's cost and blocks until the rate allows it. The bucket
-    holds at most one second of budget, so an idle compactor does not earn a burst.
-    """
-
-    def __init__(self, by_bytes: bool, rate: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        if rate <= 0:
-            raise ValueError(f"compaction rate must be positive, got {rate}")
-        self.by_bytes = by_bytes
-        self.rate = float(rate)
-        self._clock = clock
-        self._sleep = sleep
-        self._tokens = self.rate
-        self._last = clock()
-
-    @classmethod
-    def from_conf(cls, conf, **kwargs) -> "Throttler":
-        by_bytes = conf["isThrottleByBytes"]
-        return cls(by_bytes, conf["compactionRateByBytes"] if by_bytes else conf["compactionRateByEntries"], **kwargs)
-
-    def wait_time(self, cost: float) -> float:
-        """Seconds ``cost`` must wait (0 if the bucket holds it); takes the cost from the bucket."""
-        now = self._clock()
-        self._tokens = min(self.rate, self._tokens + (now - self._last) * self.rate)
-        self._last = now
-        self._tokens -= cost
-        return -self._tokens / self.rate if self._tokens < 0 else 0.0
-
-    def acquire(self, entries: int, nbytes: int) -> None:
-        delay = self.wait_time(nbytes if self.by_bytes else entries)
-        if delay > 0:
-            self._sleep(delay)
 
 
 @dataclass(frozen=True)
@@ -295,7 +259,7 @@ class TransactionalEntryLogCompactor:
             offsets = live.offsets
             if len(offsets) and (offsets[0] < LOG_HEADER_SIZE or offsets[-1] + entry_format.V1_HEADER_LEN > len(data)):
                 raise EntryLogCorruptedException(f"{path}: the index locates entries outside its {len(data)} bytes")
-            sizes = _gather_be(data, offsets - entry_format.FRAME_LEN, 4).astype(np.int64)
+            sizes = gather_be(data, offsets - entry_format.FRAME_LEN, 4).astype(np.int64)
             bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (sizes > self.max_record)
                                  | (offsets + sizes > len(data)))
             if len(bad):
@@ -317,7 +281,7 @@ class TransactionalEntryLogCompactor:
         scopes = np.array([lid.scope_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
         lids = np.array([lid.ledger_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
         id_at = live.offsets + np.where(scopes != 0, 1 + 8, 0)  # v2 records: flags byte and scope first
-        wrong = np.flatnonzero((_gather_be(data, id_at, 8) != lids) | (_gather_be(data, id_at + 8, 8) != live.entry_ids))
+        wrong = np.flatnonzero((gather_be(data, id_at, 8) != lids) | (gather_be(data, id_at + 8, 8) != live.entry_ids))
         if len(wrong):
             j = int(wrong[0])
             return (f"record at offset {live.offsets[j]} is not ledger {live.ledgers[live.ledger_index[j]]} "

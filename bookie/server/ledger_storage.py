@@ -287,14 +287,14 @@ class InterleavedLedgerStorage:
             return [tail], 1, len(tail)
         rel = offs[:-1] - (int(offs[0]) - entry_format.FRAME_LEN)  # where each record (after its size) starts in span
         data = np.frombuffer(span, dtype=np.uint8)
-        sizes = _gather_be(data, rel - entry_format.FRAME_LEN, 4).astype(np.int64)
+        sizes = gather_be(data, rel - entry_format.FRAME_LEN, 4).astype(np.int64)
         bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (rel + sizes > len(span)))
         if len(bad):
             k = int(bad[0])
             raise EntryCorruptedException(f"ledger {ledger} entry {ids[k]}: record in entry log {log_id:x}.log has "
                                           f"bad size {sizes[k]}")
         id_at = rel + (1 + 8 if ledger.scope_id else 0)  # v2 records: flags byte and scope come first
-        lids, eids = _gather_be(data, id_at, 8), _gather_be(data, id_at + 8, 8)
+        lids, eids = gather_be(data, id_at, 8), gather_be(data, id_at + 8, 8)
         wrong = np.flatnonzero((lids != ledger.ledger_id) | (eids != ids[:-1]))
         if len(wrong):
             k = int(wrong[0])
@@ -382,7 +382,7 @@ def _frames_of(span: bytes, rel: np.ndarray, sizes: np.ndarray) -> list:
     return [view[r - entry_format.FRAME_LEN: r + size] for r, size in zip(rel.tolist(), sizes.tolist())]
 
 
-def _gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+def gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """Big-endian signed integers of ``width`` bytes at byte positions ``at`` of ``data``."""
     raw = data[at[:, None] + np.arange(width)]
     return raw.copy().view(f">i{width}").ravel()

@@ -9,7 +9,8 @@ import pytest
 
 from bookie.ledger_id import LedgerId
 from bookie.proto.checksum import DigestManager
-from bookie.server.compactor import (STEPS, RecoveryStep, Throttler, TransactionalEntryLogCompactor,
+from bookie.server.compaction_throttler import Throttler
+from bookie.server.compactor import (STEPS, RecoveryStep, TransactionalEntryLogCompactor,
                                      compacted_name, compacting_name, logs_to_compact, recovery_plan)
 from bookie.server.entry_log_metadata import EntryLogMetadata
 from bookie.testing.deleted_ledgers import delete_and_measure

@@ -217,7 +217,7 @@ def test_a_corrupt_log_is_skipped_and_reported_and_the_others_collected(engine):
     logs = [i for i in logger.log_ids() if i != logger.log_id]
     assert len(logs) >= 3
     bad_header, bad_map = logs[0], logs[1]
-    with open(logger.path_of(bad_header), "r+b") as f:
+    with open(logger.path_of(bad_header), "r+b") as f:  # the BKLO magic overwritten
         f.write(b"XXXX")
     with open(logger.path_of(bad_map), "r+b") as f:  # the ledgers map points past the end of the file
         f.seek(8)
