@@ -195,6 +195,9 @@ def test_sigkill_at_every_compaction_step_over_rounds(bk_cluster):
         for step in STEPS:
             c.kill_bookie(0, signal.SIGTERM)
             c.start_bookie(0, env={STOP_AT_ENV: step})
+            # The client learns of the restarted bookie through its watch on the registrations: creating a
+            # ledger before that finds no writable bookie (a race this test lost once).
+            wait_for(lambda: bookie.bookie_id in bk.writable_bookies(), "the client to see the bookie writable")
             ids = write_interleaved(bk, 4, 200)
             delete(bk, ids[::2])
             live.update((lid, 200) for lid in ids[1::2])
