@@ -128,7 +128,7 @@ def rereplicate_worker(bk: BookKeeper, ids: list[int], lost: str) -> float:
     worker.shutdown()
     left = list(manager.list_underreplicated())
     if left:
-        raise RuntimeError(f"{len(left)} ledgers still under-replicated: {manager.get_state(left[0].ledger_id)}")
+        raise RuntimeError(f"{len(left)} ledgers still under-replicated: {manager.get_state(left[0].ledger)}")
     return elapsed
 
 

@@ -26,6 +26,11 @@ class LedgerId(NamedTuple):
         return cls(scope_id, ledger_id)
 
     @classmethod
+    def coerce(cls, ledger: "LedgerId | int") -> "LedgerId":
+        """A LedgerId as is; an int as BookKeeper's 64-bit id, i.e. scope 0."""
+        return ledger if isinstance(ledger, LedgerId) else cls.of(ledger)
+
+    @classmethod
     def from_qualified_name(cls, name: str) -> "LedgerId":
         """Parse the 32-hex-digit qualified name (``--ledger-qualified-name``)."""
         text = name.strip().lower().removeprefix("0x")

@@ -12,6 +12,7 @@ import pytest
 
 from bookie.server import Bookie, ServerConfiguration
 from tests.helpers.engine_ops import engine_settings
+from tests.helpers.native_bookie import served_natively
 
 KINDS = ("unit", "integration", "spark", "interop")
 TESTS = pathlib.Path(__file__).parent
@@ -38,6 +39,14 @@ def make_bookie(tmp_path):
     yield make
     for bookie in started:
         bookie.shutdown()
+
+
+@pytest.fixture
+def native_bookie(make_bookie):
+    """(engine, server): an engine served by the native server on a free port, stopped at the end."""
+    bookie = make_bookie()
+    with served_natively(bookie) as server:
+        yield bookie, server
 
 
 # -- real ZooKeeper and bookie processes ------------------------------------------------------------

@@ -129,8 +129,8 @@ def run_listunderreplicated(args, conf) -> int:
             count += 1
             if args.onlydisplayledgercount:
                 continue
-            state = manager.get_state(ledger.ledger_id)
-            line = f"{ledger.ledger_id}"
+            state = manager.get_state(ledger.ledger)
+            line = f"{ledger.ledger}"  # scope 0: BookKeeper's id; another scope: the qualified name
             if state is not None:
                 line += f"\tstate: {state.state}" + (f" ({state.reason})" if state.reason else "")
             print(line)
@@ -146,13 +146,13 @@ def run_queryautorecoverystatus(args, conf) -> int:
         manager = LedgerUnderreplicationManager(store)
         busy = 0
         for ledger in manager.list_underreplicated():
-            holder = manager.lock_holder(ledger.ledger_id)
+            holder = manager.lock_holder(ledger.ledger)
             if holder is None:
                 continue
             busy += 1
-            state = manager.get_state(ledger.ledger_id)
+            state = manager.get_state(ledger.ledger)
             detail = "" if state is None else f", state {state.state}" + (f" ({state.reason})" if state.reason else "")
-            print(f"ledger {ledger.ledger_id}: re-replicated by {holder}{detail}")
+            print(f"ledger {ledger.ledger}: re-replicated by {holder}{detail}")
         if not busy:
             print("No ledgers are being re-replicated")
     return 0

@@ -1,4 +1,4 @@
-"""Manual recovery and decommission (BookKeeper's BookKeeperAdmin, reference §6 "Manual").
+"""Manual recovery and decommission (BookKeeper's BookKeeperAdmin; README "When a bookie dies").
 
 ``recover_bookie_data``: for each ledger with a fragment on a lost bookie, open it without recovery; if
 it is still open and its last ensemble has a lost bookie, open it with recovery (fence + close) unless
@@ -147,23 +147,23 @@ class BookKeeperAdmin:
                 raise BKIllegalOpException(f"bookie {bookie} is registered as {kind}: stop it before decommissioning it")
 
     def mark_underreplicated(self, bookie: str) -> int:
-        """Mark the scope-0 ledgers on ``bookie`` under-replicated as the auditor would; how many."""
+        """Mark the ledgers on ``bookie`` (every scope) under-replicated as the auditor would; how many."""
         manager = LedgerUnderreplicationManager(self.store)
         count = 0
-        for ledger, _ in self.ledgers_on([bookie], scope_id=0):
-            manager.mark_ledger_underreplicated(ledger.ledger_id, [bookie])
+        for ledger, _ in self.ledgers_on([bookie]):
+            manager.mark_ledger_underreplicated(ledger, [bookie])
             count += 1
         return count
 
-    def references(self, bookie: str) -> tuple[list[LedgerId], list[int]]:
+    def references(self, bookie: str) -> tuple[list[LedgerId], list[LedgerId]]:
         """Ledgers whose metadata names ``bookie``, and ledgers whose urL node lists it as missing."""
         in_metadata = [ledger for ledger, _ in self.ledgers_on([bookie])]
         manager = LedgerUnderreplicationManager(self.store)
-        marked = [u.ledger_id for u in manager.list_underreplicated(lambda replicas: bookie in replicas)]
+        marked = [u.ledger for u in manager.list_underreplicated(lambda replicas: bookie in replicas)]
         return in_metadata, marked
 
     def wait_unreferenced(self, bookie: str, timeout: float,
-                          on_poll: Callable[[list[LedgerId], list[int]], None] | None = None) -> None:
+                          on_poll: Callable[[list[LedgerId], list[LedgerId]], None] | None = None) -> None:
         """Return once nothing references ``bookie``; BKTimeoutException naming what still does after
         ``timeout`` seconds."""
         deadline = time.monotonic() + timeout

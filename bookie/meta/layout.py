@@ -83,13 +83,45 @@ def parse_ledger_path(root: str, path: str) -> LedgerId:
     return LedgerId(0, int("".join(parts)))
 
 
-def under_replicated_ledger_path(ledger_id: int) -> str:
-    """Where the auditor marks a ledger under-replicated, relative to the root
-    (ZkLedgerUnderreplicationManager: four levels of 16 id bits, then ``urL%010d``)."""
-    levels = [f"{(ledger_id >> shift) & 0xFFFF:04x}" for shift in (48, 32, 16, 0)]
-    return "/".join([UNDER_REPLICATION_NODE, "ledgers", *levels, f"urL{ledger_id:010d}"])
+UNDER_REPLICATED_PREFIX = "urL"  # ZkLedgerUnderreplicationManager's urL%010d
+SCOPED_UNDER_REPLICATED_PREFIX = "urS"  # beyond BookKeeper: urS + the 32-hex-digit qualified name
+UNDER_REPLICATED_LEDGERS = f"{UNDER_REPLICATION_NODE}/ledgers"
+# Scoped (BP-35) ledgers have no place in BookKeeper's 64-bit tree; a tree of their own, which BookKeeper's
+# tools never walk, split as the scoped ledger tree is (seven levels of four hex digits).
+SCOPED_UNDER_REPLICATED_LEDGERS = f"{UNDER_REPLICATION_NODE}/scopedledgers"
 
 
-def under_replication_lock_path(ledger_id: int) -> str:
+def under_replication_name(ledger: LedgerId | int) -> str:
+    """A ledger's node name in the under-replication tree, its lock and its state: ``urL%010d`` for a
+    scope-0 ledger (BookKeeper's), ``urS<qualified name>`` for another scope."""
+    ledger = LedgerId.coerce(ledger)
+    if ledger.scope_id == 0:
+        return f"{UNDER_REPLICATED_PREFIX}{ledger.ledger_id:010d}"
+    return SCOPED_UNDER_REPLICATED_PREFIX + ledger.qualified_name
+
+
+def parse_under_replication_name(name: str) -> LedgerId:
+    """The ledger an ``urL…``/``urS…`` node names (inverse of ``under_replication_name``)."""
+    if name.startswith(SCOPED_UNDER_REPLICATED_PREFIX):
+        return LedgerId.from_qualified_name(name[len(SCOPED_UNDER_REPLICATED_PREFIX):])
+    if name.startswith(UNDER_REPLICATED_PREFIX) and name[len(UNDER_REPLICATED_PREFIX):].isdigit():
+        return LedgerId.of(int(name[len(UNDER_REPLICATED_PREFIX):]))
+    raise ValueError(f"{name!r} is not an under-replicated ledger's node name (urL<id> or urS<qualified name>)")
+
+
+def under_replicated_ledger_path(ledger: LedgerId | int) -> str:
+    """Where the auditor marks a ledger under-replicated, relative to the root. Scope 0 (an int is a scope-0
+    id): ZkLedgerUnderreplicationManager's four levels of 16 id bits, then ``urL%010d``; other scopes: the
+    scoped tree, seven levels of the qualified name, then ``urS<qualified name>``."""
+    ledger = LedgerId.coerce(ledger)
+    name = under_replication_name(ledger)
+    if ledger.scope_id != 0:
+        q = ledger.qualified_name
+        return "/".join([SCOPED_UNDER_REPLICATED_LEDGERS, *(q[i: i + 4] for i in range(0, 28, 4)), name])
+    levels = [f"{(ledger.ledger_id >> shift) & 0xFFFF:04x}" for shift in (48, 32, 16, 0)]
+    return "/".join([UNDER_REPLICATED_LEDGERS, *levels, name])
+
+
+def under_replication_lock_path(ledger: LedgerId | int) -> str:
     """The lock a replication worker holds while it re-replicates a ledger, relative to the root."""
-    return f"{UNDER_REPLICATION_NODE}/locks/urL{ledger_id:010d}"
+    return f"{UNDER_REPLICATION_NODE}/locks/{under_replication_name(ledger)}"

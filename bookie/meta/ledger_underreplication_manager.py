@@ -2,7 +2,7 @@
 ZkLedgerUnderreplicationManager), over the MetadataStore.
 
 BookKeeper's znodes and formats, so its BookieShell (``listunderreplicated``, ``lostbookierecoverydelay``,
-``autorecovery``) reads what this writes (docs: shared reference §2.3 "Under-replication"):
+``autorecovery``) reads what this writes (BookKeeper's ZkLedgerUnderreplicationManager layout):
 
 - ``underreplication/LAYOUT``: TextFormat ``LedgerRereplicationLayoutFormat`` ``{type: "BASIC" version: 1}``;
 - ``underreplication/ledgers/<%04x>/<%04x>/<%04x>/<%04x>/urL%010d``: persistent, TextFormat
@@ -13,7 +13,10 @@ BookKeeper's znodes and formats, so its BookieShell (``listunderreplicated``, ``
 
 Beyond BookKeeper: ``underreplication/state/urL%010d`` holds each marked ledger's state and reason as
 JSON (``ReplicationState``), in a node of its own so that BookKeeper's parser of urL nodes never sees it;
-it is deleted with the urL node.
+it is deleted with the urL node. Ledgers of other scopes (BP-35, 128-bit ids) are marked in a tree of
+their own, ``underreplication/scopedledgers/<seven levels of the qualified name>/urS<qualified name>``
+(same record), locked at ``locks/urS…`` and described at ``state/urS…``: BookKeeper's tools never see them.
+Ledgers are LedgerIds; an int is a scope-0 (BookKeeper) ledger id.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from typing import Callable, Iterator
 from google.protobuf import text_format
 
 from bookie.exceptions import BKMetadataVersionException
+from bookie.ledger_id import LedgerId
 from bookie.meta import layout
 from bookie.meta.metadata_store import MetadataStore
 from bookie.proto.data_formats_pb2 import (CheckAllLedgersFormat, LedgerRereplicationLayoutFormat, LockDataFormat,
@@ -37,7 +41,8 @@ log = logging.getLogger(__name__)
 
 UR = layout.UNDER_REPLICATION_NODE
 LAYOUT_PATH = f"{UR}/{layout.LAYOUT_ZNODE}"
-LEDGERS_PATH = f"{UR}/ledgers"
+LEDGERS_PATH = layout.UNDER_REPLICATED_LEDGERS
+SCOPED_LEDGERS_PATH = layout.SCOPED_UNDER_REPLICATED_LEDGERS
 LOCKS_PATH = f"{UR}/locks"
 STATE_PATH = f"{UR}/state"
 DISABLE_PATH = f"{UR}/disable"
@@ -47,7 +52,6 @@ PLACEMENT_POLICY_CHECK_CTIME_PATH = f"{UR}/placementpolicycheckctime"
 REPLICAS_CHECK_CTIME_PATH = f"{UR}/replicascheckctime"
 UNDER_REPLICATION_LAYOUT_TYPE = "BASIC"  # ZkLedgerUnderreplicationManager.UNDER_REPLICATION_LAYOUT... type
 UNDER_REPLICATION_LAYOUT_VERSION = 1
-URL_PREFIX = "urL"
 
 # States of an under-replicated ledger (ReplicationState.state).
 WAITING_GRACE_PERIOD = "waiting-grace-period"
@@ -83,7 +87,7 @@ class ReplicationState:
 @dataclass(frozen=True)
 class UnderreplicatedLedger:
     """One urL node (BookKeeper's UnderreplicatedLedger): the ledger, its missing replicas, when marked."""
-    ledger_id: int
+    ledger: LedgerId
     replicas: tuple[str, ...]
     ctime: int  # ms since the epoch; -1 when the record has none (written by an old BookKeeper)
     version: int = -1
@@ -97,12 +101,8 @@ def decode_underreplicated(data: bytes) -> UnderreplicatedLedgerFormat:
     return text_format.Parse(data.decode(), UnderreplicatedLedgerFormat())
 
 
-def state_path(ledger_id: int) -> str:
-    return f"{STATE_PATH}/{URL_PREFIX}{ledger_id:010d}"
-
-
-def ledger_id_of(name: str) -> int:
-    return int(name[len(URL_PREFIX):])
+def state_path(ledger: LedgerId | int) -> str:
+    return f"{STATE_PATH}/{layout.under_replication_name(ledger)}"
 
 
 class LedgerUnderreplicationManager:
@@ -115,7 +115,7 @@ class LedgerUnderreplicationManager:
     def __init__(self, store: MetadataStore, worker_id: str = ""):
         self.store = store
         self.worker_id = worker_id
-        self._held: dict[int, int] = {}  # ledger -> version of its urL node when locked
+        self._held: dict[LedgerId, int] = {}  # ledger -> version of its urL node when locked
         self._held_lock = threading.Lock()
         self._changed = threading.Condition()
         self._changes = 0
@@ -136,7 +136,7 @@ class LedgerUnderreplicationManager:
             if existing != wanted:
                 raise ValueError(f"{self.store.root}/{LAYOUT_PATH} is {text_format.MessageToString(existing, as_one_line=True)}, "
                                  f"not the supported {text_format.MessageToString(wanted, as_one_line=True)}")
-        for path in (LEDGERS_PATH, LOCKS_PATH):
+        for path in (LEDGERS_PATH, SCOPED_LEDGERS_PATH, LOCKS_PATH):
             if self.store.read_node(path) is None:
                 try:
                     self.store.create_node(path, b"")
@@ -144,9 +144,9 @@ class LedgerUnderreplicationManager:
                     pass
 
     # -- marking -------------------------------------------------------------------------------------
-    def mark_ledger_underreplicated(self, ledger_id: int, missing_replicas) -> None:
+    def mark_ledger_underreplicated(self, ledger: LedgerId | int, missing_replicas) -> None:
         """Add ``missing_replicas`` to the ledger's urL node, creating it if needed (merge by CAS)."""
-        path = layout.under_replicated_ledger_path(ledger_id)
+        path = layout.under_replicated_ledger_path(ledger)
         while True:
             found = self.store.read_node(path)
             if found is None:
@@ -166,25 +166,26 @@ class LedgerUnderreplicationManager:
             except BKMetadataVersionException:
                 continue  # changed or deleted meanwhile: read again
 
-    def mark_ledger_replicated(self, ledger_id: int) -> None:
+    def mark_ledger_replicated(self, ledger: LedgerId | int) -> None:
         """Delete the ledger's urL node (unless it was re-marked since we locked it: then the new
         marking stays for the next round), its state node and empty parents; release the lock."""
-        path = layout.under_replicated_ledger_path(ledger_id)
+        ledger = LedgerId.coerce(ledger)
+        path = layout.under_replicated_ledger_path(ledger)
         with self._held_lock:
-            version = self._held.get(ledger_id, -1)
+            version = self._held.get(ledger, -1)
         try:
             if self.store.delete_node(path, version):
                 self._delete_empty_parents(path)
-            self.clear_state(ledger_id)
+            self.clear_state(ledger)
         except BKMetadataVersionException:
-            log.info("ledger %d was marked under-replicated again while it was re-replicated; it stays marked",
-                     ledger_id)
-        self.release_underreplicated_ledger(ledger_id)
+            log.info("ledger %s was marked under-replicated again while it was re-replicated; it stays marked",
+                     ledger)
+        self.release_underreplicated_ledger(ledger)
 
     def _delete_empty_parents(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0]
-        while parent != LEDGERS_PATH and self.store.delete_node(parent):  # False while it has children
-            parent = parent.rsplit("/", 1)[0]
+        while parent not in (LEDGERS_PATH, SCOPED_LEDGERS_PATH) and self.store.delete_node(parent):
+            parent = parent.rsplit("/", 1)[0]  # delete_node is False while the node has children
 
     def list_underreplicated(self, predicate: Callable[[tuple[str, ...]], bool] | None = None):
         """Every marked ledger whose replica list satisfies ``predicate`` (BookKeeper's
@@ -196,43 +197,46 @@ class LedgerUnderreplicationManager:
             record = decode_underreplicated(found.value)
             replicas = tuple(record.replica)
             if predicate is None or predicate(replicas):
-                yield UnderreplicatedLedger(ledger_id_of(node.rsplit("/", 1)[1]), replicas,
+                yield UnderreplicatedLedger(layout.parse_under_replication_name(node.rsplit("/", 1)[1]), replicas,
                                             record.ctime if record.HasField("ctime") else -1, found.version)
 
     def _url_nodes(self, watch: Callable[[], None] | None = None) -> Iterator[str]:
-        """Paths of the urL nodes, in id order (the four hex levels sort as the ids do), listed level by
-        level as the caller goes on: a worker that locks the first ledger lists no further."""
-        def walk(path: str, depth: int) -> Iterator[str]:
+        """Paths of the urL nodes (scope 0) then the urS nodes (other scopes), each in id order (the hex
+        levels sort as the ids do), listed level by level as the caller goes on: a worker that locks the
+        first ledger lists no further."""
+        def walk(path: str, depth: int, levels: int, prefix: str) -> Iterator[str]:
             for child in self.store.node_children(path, watch):
-                if depth < 4:
-                    yield from walk(f"{path}/{child}", depth + 1)
-                elif child.startswith(URL_PREFIX):
+                if depth < levels:
+                    yield from walk(f"{path}/{child}", depth + 1, levels, prefix)
+                elif child.startswith(prefix):
                     yield f"{path}/{child}"
 
-        return walk(LEDGERS_PATH, 0)
+        yield from walk(LEDGERS_PATH, 0, 4, layout.UNDER_REPLICATED_PREFIX)
+        yield from walk(SCOPED_LEDGERS_PATH, 0, 7, layout.SCOPED_UNDER_REPLICATED_PREFIX)
 
-    def get_underreplicated(self, ledger_id: int) -> UnderreplicatedLedger | None:
-        found = self.store.read_node(layout.under_replicated_ledger_path(ledger_id))
+    def get_underreplicated(self, ledger: LedgerId | int) -> UnderreplicatedLedger | None:
+        ledger = LedgerId.coerce(ledger)
+        found = self.store.read_node(layout.under_replicated_ledger_path(ledger))
         if found is None:
             return None
         record = decode_underreplicated(found.value)
-        return UnderreplicatedLedger(ledger_id, tuple(record.replica),
+        return UnderreplicatedLedger(ledger, tuple(record.replica),
                                      record.ctime if record.HasField("ctime") else -1, found.version)
 
     # -- state and reason (beyond BookKeeper) ---------------------------------------------------------
-    def set_state(self, ledger_id: int, state: ReplicationState, require_marked: bool = True) -> None:
+    def set_state(self, ledger: LedgerId | int, state: ReplicationState, require_marked: bool = True) -> None:
         """Record the ledger's state; with ``require_marked`` only while it is marked (a worker's state
         never outlives the urL node). The auditor's waiting-recovery-delay comes before the marking."""
-        if require_marked and self.store.read_node(layout.under_replicated_ledger_path(ledger_id)) is None:
+        if require_marked and self.store.read_node(layout.under_replicated_ledger_path(ledger)) is None:
             return
-        self.store.write_node(state_path(ledger_id), state.encode(), -1)
+        self.store.write_node(state_path(ledger), state.encode(), -1)
 
-    def clear_state(self, ledger_id: int) -> None:
+    def clear_state(self, ledger: LedgerId | int) -> None:
         """Forget the ledger's state (what it said no longer holds)."""
-        self.store.delete_node(state_path(ledger_id))
+        self.store.delete_node(state_path(ledger))
 
-    def get_state(self, ledger_id: int) -> ReplicationState | None:
-        found = self.store.read_node(state_path(ledger_id))
+    def get_state(self, ledger: LedgerId | int) -> ReplicationState | None:
+        found = self.store.read_node(state_path(ledger))
         return None if found is None else ReplicationState.decode(found.value)
 
     # -- locks (one worker per ledger) ----------------------------------------------------------------
@@ -242,8 +246,8 @@ class LedgerUnderreplicationManager:
             self._changed.notify_all()
 
     def get_ledger_to_rereplicate(self, timeout: float | None = None,
-                                  skip: Callable[[int], bool] | None = None) -> int | None:
-        """Lock some marked ledger that no worker holds (ephemeral ``locks/urL…``) and return its id;
+                                  skip: Callable[[LedgerId], bool] | None = None) -> LedgerId | None:
+        """Lock some marked ledger that no worker holds (ephemeral ``locks/urL…``) and return it;
         block until one can be locked, or ``timeout`` seconds (then None). ``skip`` leaves ledgers this
         worker does not want now (e.g. unrecoverable ones it reported already)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -253,9 +257,9 @@ class LedgerUnderreplicationManager:
             # Watches on every level walked and on the locks: a new marking or a released lock wakes us.
             self.store.node_children(LOCKS_PATH, self._on_change)
             for node in self._url_nodes(self._on_change):
-                ledger_id = ledger_id_of(node.rsplit("/", 1)[1])
-                if (skip is None or not skip(ledger_id)) and self._try_lock(ledger_id, node):
-                    return ledger_id
+                ledger = layout.parse_under_replication_name(node.rsplit("/", 1)[1])
+                if (skip is None or not skip(ledger)) and self._try_lock(ledger, node):
+                    return ledger
             with self._changed:
                 while self._changes == seen:
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -263,11 +267,11 @@ class LedgerUnderreplicationManager:
                         return None
                     self._changed.wait(remaining)
 
-    def _try_lock(self, ledger_id: int, node: str) -> bool:
+    def _try_lock(self, ledger: LedgerId, node: str) -> bool:
         with self._held_lock:
-            if ledger_id in self._held:
+            if ledger in self._held:
                 return False  # ours already (another thread of this worker has it)
-        lock = layout.under_replication_lock_path(ledger_id)
+        lock = layout.under_replication_lock_path(ledger)
         try:
             self.store.create_node(lock, text_format.MessageToString(LockDataFormat(bookieId=self.worker_id)).encode(),
                                    ephemeral=True)
@@ -278,22 +282,23 @@ class LedgerUnderreplicationManager:
             self.store.delete_node(lock)
             return False
         with self._held_lock:
-            self._held[ledger_id] = found.version
+            self._held[ledger] = found.version
         return True
 
-    def release_underreplicated_ledger(self, ledger_id: int) -> None:
+    def release_underreplicated_ledger(self, ledger: LedgerId | int) -> None:
         """Drop our lock on the ledger (another worker may take it)."""
+        ledger = LedgerId.coerce(ledger)
         with self._held_lock:
-            held = self._held.pop(ledger_id, None)
+            held = self._held.pop(ledger, None)
         if held is not None:
-            self.store.delete_node(layout.under_replication_lock_path(ledger_id))
+            self.store.delete_node(layout.under_replication_lock_path(ledger))
 
-    def is_ledger_being_replicated(self, ledger_id: int) -> bool:
-        return self.store.read_node(layout.under_replication_lock_path(ledger_id)) is not None
+    def is_ledger_being_replicated(self, ledger: LedgerId | int) -> bool:
+        return self.store.read_node(layout.under_replication_lock_path(ledger)) is not None
 
-    def lock_holder(self, ledger_id: int) -> str | None:
+    def lock_holder(self, ledger: LedgerId | int) -> str | None:
         """The id in the ledger's lock (the worker re-replicating it), None if unlocked."""
-        found = self.store.read_node(layout.under_replication_lock_path(ledger_id))
+        found = self.store.read_node(layout.under_replication_lock_path(ledger))
         if found is None:
             return None
         return text_format.Parse(found.value.decode(), LockDataFormat()).bookieId
@@ -377,6 +382,6 @@ class LedgerUnderreplicationManager:
     def get_replicas_check_ctime(self) -> int:
         return self._get_ctime(REPLICAS_CHECK_CTIME_PATH, ReplicasCheckFormat, "replicasCheckCTime")
 
-    def held_ledgers(self) -> list[int]:
+    def held_ledgers(self) -> list[LedgerId]:
         with self._held_lock:
             return sorted(self._held)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import struct
 
+from bookie.exceptions import BKException
+
 FRAME_HEADER = struct.Struct(">i")
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024  # nettyMaxFrameSizeBytes
 
 
-class FrameTooLargeException(ValueError):
+class FrameTooLargeException(BKException, ValueError):
     """A frame's length field is negative or larger than the receiver takes: the connection is unusable."""
 
 

@@ -15,7 +15,7 @@ unlike BookKeeper (metrics only), marks the ledgers where a bookie lacks entries
 ``auditorPeriodicCheckInterval`` checks every ledger (BookKeeper's checkAllLedgers): each is opened without
 recovery (a few at a time) and LedgerChecker's bad bookies are marked as its missing replicas. Both write
 their ctime in ZooKeeper and, as BookKeeper's auditor, start from it: a check that ran less than an
-interval ago (by any auditor) first runs when that interval is over; one never run, an interval after start.
+interval ago (by any auditor) first runs when that interval is over; one never run, at once.
 """
 from __future__ import annotations
 
@@ -45,27 +45,27 @@ MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS = 8
 
 
 # -- the audit as pure functions ----------------------------------------------------------------------
-def bookie_ledger_index(ledgers: Iterable[tuple[int, LedgerMetadata]]) -> dict[str, set[int]]:
+def bookie_ledger_index(ledgers: Iterable[tuple[LedgerId, LedgerMetadata]]) -> dict[str, set[LedgerId]]:
     """bookie -> the ledgers with a fragment on it (BookKeeper's BookieLedgerIndexer)."""
-    index: dict[str, set[int]] = defaultdict(set)
-    for ledger_id, metadata in ledgers:
+    index: dict[str, set[LedgerId]] = defaultdict(set)
+    for ledger, metadata in ledgers:
         for _, bookies in metadata.ensembles:
             for bookie in bookies:
-                index[bookie].add(ledger_id)
+                index[bookie].add(ledger)
     return dict(index)
 
 
-def lost_bookies(index: dict[str, set[int]], writable: Iterable[str], read_only: Iterable[str]) -> set[str]:
+def lost_bookies(index: dict[str, set[LedgerId]], writable: Iterable[str], read_only: Iterable[str]) -> set[str]:
     """Bookies that ledgers reference and that are registered neither writable nor read-only."""
     return set(index) - set(writable) - set(read_only)
 
 
-def ledgers_to_mark(index: dict[str, set[int]], lost: Iterable[str]) -> dict[int, set[str]]:
+def ledgers_to_mark(index: dict[str, set[LedgerId]], lost: Iterable[str]) -> dict[LedgerId, set[str]]:
     """ledger -> its missing replicas among ``lost``."""
-    marks: dict[int, set[str]] = defaultdict(set)
+    marks: dict[LedgerId, set[str]] = defaultdict(set)
     for bookie in lost:
-        for ledger_id in index.get(bookie, ()):
-            marks[ledger_id].add(bookie)
+        for ledger in index.get(bookie, ()):
+            marks[ledger].add(bookie)
     return dict(marks)
 
 
@@ -82,13 +82,12 @@ def expected_entries(metadata: LedgerMetadata, bookie: str) -> set[int]:
 
 def first_run(interval_s: int, last_ctime_ms: int, now_ms: int, now: float) -> float | None:
     """When (monotonic) a periodic check first runs, given when any auditor last ran it (-1: never):
-    once ``interval_s`` is over since then, at once if it is; None if the check is off. Never run: one
-    interval from now (BookKeeper runs it at once; here an auditor's first minutes, when bookies come and
-    go, are left to the lost-bookie audit)."""
+    once ``interval_s`` is over since then, at once if it is or if it never ran (as BookKeeper's
+    Auditor schedules it); None if the check is off."""
     if interval_s <= 0:
         return None
     if last_ctime_ms < 0:
-        return now + interval_s
+        return now
     since_ms = max(0, now_ms - last_ctime_ms)  # a clock behind the writer's: as if it just ran
     return now + max(0.0, interval_s - since_ms / 1000.0)
 
@@ -242,36 +241,36 @@ class Auditor:
         self.stats.audits += 1  # counted once the round is over, its periodic checks included
         return next_due
 
-    def _all_ledgers(self) -> Iterator[tuple[int, LedgerMetadata]]:
-        # Under-replication is keyed by BookKeeper's 64-bit ids: scope 0's ledgers.
-        for ledger in self.store.iterate_ledgers(0):
+    def _all_ledgers(self) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
+        # Every scope: scope 0's ledgers are marked where BookKeeper's tools see them, the others apart.
+        for ledger in self.store.iterate_ledgers(None):
             try:
-                yield ledger.ledger_id, self.store.read_ledger(ledger).value
+                yield ledger, self.store.read_ledger(ledger).value
             except BKNoSuchLedgerExistsOnMetadataServerException:
                 continue  # deleted since the listing
 
-    def _mark(self, index: dict[str, set[int]], bookies: set[str]) -> None:
+    def _mark(self, index: dict[str, set[LedgerId]], bookies: set[str]) -> None:
         marks = ledgers_to_mark(index, bookies)
-        for ledger_id, missing in sorted(marks.items()):
-            self.manager.mark_ledger_underreplicated(ledger_id, sorted(missing))
+        for ledger, missing in sorted(marks.items()):
+            self.manager.mark_ledger_underreplicated(ledger, sorted(missing))
         self._marked |= bookies
         self.stats.ledgers_marked += len(marks)
         log.info("lost bookies %s: %d ledgers marked under-replicated", ", ".join(sorted(bookies)), len(marks))
 
-    def _show_waiting(self, index: dict[str, set[int]], waiting: set[str], delay: int) -> None:
+    def _show_waiting(self, index: dict[str, set[LedgerId]], waiting: set[str], delay: int) -> None:
         """Ledgers already marked for another reason show that they also wait for the delay."""
-        for ledger_id, missing in ledgers_to_mark(index, waiting).items():
+        for ledger, missing in ledgers_to_mark(index, waiting).items():
             reason = f"bookies {', '.join(sorted(missing))} lost; lostBookieRecoveryDelay is {delay} s"
-            self.manager.set_state(ledger_id, ReplicationState(WAITING_RECOVERY_DELAY, reason, by=self.bookie_id))
+            self.manager.set_state(ledger, ReplicationState(WAITING_RECOVERY_DELAY, reason, by=self.bookie_id))
 
     # -- the replicas check -----------------------------------------------------------------------------
-    def replicas_check(self, available: list[str]) -> dict[int, set[str]]:
+    def replicas_check(self, available: list[str]) -> dict[LedgerId, set[str]]:
         """Mark every closed ledger where an available bookie lacks entries the striping gives it;
         returns ledger -> those bookies."""
         if self.bookie_client is None:
             return {}
-        found: dict[int, set[str]] = defaultdict(set)
-        for ledger_id, metadata in self._all_ledgers():
+        found: dict[LedgerId, set[str]] = defaultdict(set)
+        for ledger, metadata in self._all_ledgers():
             if not metadata.is_closed or metadata.last_entry_id < 0:
                 continue
             for bookie in sorted({b for _, ens in metadata.ensembles for b in ens} & set(available)):
@@ -279,21 +278,21 @@ class Auditor:
                 if not expected:
                     continue
                 try:
-                    listed = self.bookie_client(bookie).list_entries(LedgerId(0, ledger_id))
+                    listed = self.bookie_client(bookie).list_entries(ledger)
                 except BKException as exc:
-                    log.warning("replicas check: %s did not list ledger %d (%s)", bookie, ledger_id, exc)
+                    log.warning("replicas check: %s did not list ledger %s (%s)", bookie, ledger, exc)
                     continue
                 held = set(availability.decode(listed.availabilityOfEntriesOfLedger)) if listed.status == 0 else set()
                 if not expected <= held:
-                    found[ledger_id].add(bookie)
-        for ledger_id, bookies in sorted(found.items()):
-            self.manager.mark_ledger_underreplicated(ledger_id, sorted(bookies))
+                    found[ledger].add(bookie)
+        for ledger, bookies in sorted(found.items()):
+            self.manager.mark_ledger_underreplicated(ledger, sorted(bookies))
         self.manager.set_replicas_check_ctime(int(time.time() * 1000))
         self.stats.replicas_checks += 1
         return dict(found)
 
     # -- the check of every ledger ------------------------------------------------------------------------
-    def check_all_ledgers(self) -> dict[int, set[str]]:
+    def check_all_ledgers(self) -> dict[LedgerId, set[str]]:
         """Open every ledger without recovery, a few at a time, and mark those where LedgerChecker finds
         bad bookies (with them as the missing replicas); returns ledger -> those bookies."""
         if self.client is None:
@@ -301,18 +300,18 @@ class Auditor:
         bk = self.client()
         checker = LedgerChecker(bk)
 
-        def check(ledger_id: int, metadata: LedgerMetadata) -> tuple[int, set[str]]:
+        def check(ledger: LedgerId, metadata: LedgerMetadata) -> tuple[LedgerId, set[str]]:
             try:
-                handle = bk.open_ledger(ledger_id, metadata.password, recovery=False)
+                handle = bk.open_ledger(ledger, metadata.password, recovery=False)
             except BKNoSuchLedgerExistsOnMetadataServerException:
-                return ledger_id, set()  # deleted since the listing
-            return ledger_id, {b for fragment in checker.check_ledger(handle) for b in fragment.bad_bookies}
+                return ledger, set()  # deleted since the listing
+            return ledger, {b for fragment in checker.check_ledger(handle) for b in fragment.bad_bookies}
 
         with ThreadPoolExecutor(MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS, thread_name_prefix="AuditorCheck") as pool:
             results = list(pool.map(lambda item: check(*item), self._all_ledgers()))
-        found = {ledger_id: bad for ledger_id, bad in results if bad}
-        for ledger_id, bookies in sorted(found.items()):
-            self.manager.mark_ledger_underreplicated(ledger_id, sorted(bookies))
+        found = {ledger: bad for ledger, bad in results if bad}
+        for ledger, bookies in sorted(found.items()):
+            self.manager.mark_ledger_underreplicated(ledger, sorted(bookies))
         self.manager.set_check_all_ledgers_ctime(int(time.time() * 1000))
         self.stats.ledger_checks += 1
         log.info("checked %d ledgers: %d marked under-replicated", len(results), len(found))

@@ -59,10 +59,10 @@ class ReplicationWorker:
         self.worker_id = worker_id or manager.worker_id
         self.checker = LedgerChecker(bk)
         self.replicator = LedgerFragmentReplicator(bk, self.settings.rereplication_entry_batch_size)
-        self._failures: dict[int, int] = {}  # ledger -> failed rounds in a row (backoff exponent)
-        self._unrecoverable: set[int] = set()  # reported once; skipped from then on
-        self._grace_started: dict[int, float] = {}  # ledger -> when its open fragment was first found missing
-        self._timers: dict[int, threading.Timer] = {}
+        self._failures: dict[LedgerId, int] = {}  # ledger -> failed rounds in a row (backoff exponent)
+        self._unrecoverable: set[LedgerId] = set()  # reported once; skipped from then on
+        self._grace_started: dict[LedgerId, float] = {}  # ledger -> when its open fragment was first found missing
+        self._timers: dict[LedgerId, threading.Timer] = {}
         self._timers_lock = threading.Lock()
         self._next_progress = 0.0
         self._stop = threading.Event()
@@ -80,12 +80,12 @@ class ReplicationWorker:
             self._thread.join()
         with self._timers_lock:
             timers, self._timers = list(self._timers.items()), {}
-        for ledger_id, timer in timers:
+        for ledger, timer in timers:
             timer.cancel()
-            self.manager.release_underreplicated_ledger(ledger_id)
+            self.manager.release_underreplicated_ledger(ledger)
 
     @property
-    def unrecoverable(self) -> set[int]:
+    def unrecoverable(self) -> set[LedgerId]:
         return set(self._unrecoverable)
 
     def _run(self) -> None:
@@ -98,54 +98,53 @@ class ReplicationWorker:
                 log.exception("replication worker %s: round failed", self.worker_id)
                 self._stop.wait(self.settings.rw_rereplicate_backoff_ms / 1000.0)
 
-    def _skip(self, ledger_id: int) -> bool:
+    def _skip(self, ledger: LedgerId) -> bool:
         """Unrecoverable ledgers: reported once (by whichever worker found it), never retried in a loop."""
-        if ledger_id in self._unrecoverable:
+        if ledger in self._unrecoverable:
             return True
-        state = self.manager.get_state(ledger_id)
+        state = self.manager.get_state(ledger)
         return state is not None and state.state == UNRECOVERABLE
 
     # -- one round -----------------------------------------------------------------------------------
-    def rereplicate_one(self, timeout: float | None = None) -> int | None:
-        """Lock one marked ledger and work on it; the ledger's id, or None if none could be locked."""
-        ledger_id = self.manager.get_ledger_to_rereplicate(timeout, skip=self._skip)
-        if ledger_id is None:
+    def rereplicate_one(self, timeout: float | None = None) -> LedgerId | None:
+        """Lock one marked ledger and work on it; the ledger, or None if none could be locked."""
+        ledger = self.manager.get_ledger_to_rereplicate(timeout, skip=self._skip)
+        if ledger is None:
             return None
         try:
-            done = self._rereplicate(ledger_id)
+            done = self._rereplicate(ledger)
         except BKUnrecoverableEntriesException as exc:
-            self._report_unrecoverable(ledger_id, exc)
-            return ledger_id
+            self._report_unrecoverable(ledger, exc)
+            return ledger
         except BKMetadataVersionException as exc:  # the ledger changed under us: check it afresh, no backoff
-            log.info("ledger %d changed while it was re-replicated (%s); checking it again", ledger_id, exc)
-            self.manager.clear_state(ledger_id)  # its "copying" no longer holds
-            self.manager.release_underreplicated_ledger(ledger_id)
-            return ledger_id
+            log.info("ledger %s changed while it was re-replicated (%s); checking it again", ledger, exc)
+            self.manager.clear_state(ledger)  # its "copying" no longer holds
+            self.manager.release_underreplicated_ledger(ledger)
+            return ledger
         except BKException as exc:
-            self._failed(ledger_id, exc)
-            return ledger_id
+            self._failed(ledger, exc)
+            return ledger
         if done:
-            self._failures.pop(ledger_id, None)
-            self._grace_started.pop(ledger_id, None)
-            self.manager.mark_ledger_replicated(ledger_id)
-            log.info("ledger %d is fully replicated again", ledger_id)
-        return ledger_id
+            self._failures.pop(ledger, None)
+            self._grace_started.pop(ledger, None)
+            self.manager.mark_ledger_replicated(ledger)
+            log.info("ledger %s is fully replicated again", ledger)
+        return ledger
 
-    def _rereplicate(self, ledger_id: int) -> bool:
+    def _rereplicate(self, ledger: LedgerId) -> bool:
         """True when nothing of the ledger is under-replicated any more (or it is gone); False when it is
         held for the grace period or left for the next round."""
-        ledger = LedgerId(0, ledger_id)
         try:
             md = self.bk.store.read_ledger(ledger).value
             handle = self.bk.open_ledger(ledger, md.password, recovery=False)
         except BKNoSuchLedgerExistsException:
-            log.info("ledger %d was deleted; nothing to re-replicate", ledger_id)
+            log.info("ledger %s was deleted; nothing to re-replicate", ledger)
             return True
         fragments = self.checker.check_ledger(handle)
         for fragment in sorted((f for f in fragments if f.closed), key=lambda f: f.first):
-            self._set_state(ledger_id, COPYING, f"copying {fragment}", fragment=f"{fragment.first}..{fragment.last}",
+            self._set_state(ledger, COPYING, f"copying {fragment}", fragment=f"{fragment.first}..{fragment.last}",
                             progress=0.0)
-            self.replicator.on_progress = lambda p: self._progress(ledger_id, p)
+            self.replicator.on_progress = lambda p: self._progress(ledger, p)
             self.replicator.replicate(handle, fragment)
         if any(not f.closed for f in fragments):
             return self._open_fragment(ledger, handle)
@@ -154,63 +153,62 @@ class ReplicationWorker:
     def _open_fragment(self, ledger: LedgerId, handle) -> bool:
         """An open last fragment misses a bookie: hold the lock through the grace period (the writer may
         replace the bookie itself), then fence and close the ledger and copy next round."""
-        ledger_id = ledger.ledger_id
         grace = self.settings.open_ledger_rereplication_grace_period_ms / 1000.0
-        started = self._grace_started.setdefault(ledger_id, time.monotonic())
+        started = self._grace_started.setdefault(ledger, time.monotonic())
         remaining = started + grace - time.monotonic()
         if remaining > 0:
-            self._set_state(ledger_id, WAITING_GRACE_PERIOD,
+            self._set_state(ledger, WAITING_GRACE_PERIOD,
                             f"the last fragment is open and misses a bookie; its writer has {grace:.0f} s to "
                             "replace it before the ledger is fenced", until_ms=int((time.time() + remaining) * 1000))
-            self._release_later(ledger_id, remaining)
+            self._release_later(ledger, remaining)
             return False
-        self._grace_started.pop(ledger_id, None)
-        log.info("ledger %d: open past the grace period with a missing bookie; fencing and closing it", ledger_id)
+        self._grace_started.pop(ledger, None)
+        log.info("ledger %s: open past the grace period with a missing bookie; fencing and closing it", ledger)
         self.bk.open_ledger(ledger, handle.metadata.password, recovery=True)
-        self.manager.release_underreplicated_ledger(ledger_id)  # closed now: copied in the next round
+        self.manager.release_underreplicated_ledger(ledger)  # closed now: copied in the next round
         return False
 
-    def _release_later(self, ledger_id: int, delay: float) -> None:
+    def _release_later(self, ledger: LedgerId, delay: float) -> None:
         """Keep the lock ``delay`` seconds more, then release it (BookKeeper's deferLedgerLockRelease)."""
         def release() -> None:
             with self._timers_lock:
-                self._timers.pop(ledger_id, None)
-            self.manager.release_underreplicated_ledger(ledger_id)
+                self._timers.pop(ledger, None)
+            self.manager.release_underreplicated_ledger(ledger)
 
         timer = threading.Timer(delay, release)
         timer.daemon = True
         with self._timers_lock:
-            self._timers[ledger_id] = timer
+            self._timers[ledger] = timer
         timer.start()
 
-    def _failed(self, ledger_id: int, exc: BKException) -> None:
-        failures = self._failures[ledger_id] = self._failures.get(ledger_id, 0) + 1
+    def _failed(self, ledger: LedgerId, exc: BKException) -> None:
+        failures = self._failures[ledger] = self._failures.get(ledger, 0) + 1
         base = self.settings.rw_rereplicate_backoff_ms / 1000.0
         backoff = min(base * 2 ** (failures - 1), self.settings.lock_release_of_failed_ledger_grace_period_ms / 1000.0)
-        log.warning("ledger %d: re-replication failed (%s); released in %.1f s", ledger_id, exc, backoff)
-        self._set_state(ledger_id, FAILED, str(exc), attempts=failures,
+        log.warning("ledger %s: re-replication failed (%s); released in %.1f s", ledger, exc, backoff)
+        self._set_state(ledger, FAILED, str(exc), attempts=failures,
                         next_try=int((time.time() + backoff) * 1000))
-        self._release_later(ledger_id, backoff)
+        self._release_later(ledger, backoff)
 
-    def _report_unrecoverable(self, ledger_id: int, exc: BKUnrecoverableEntriesException) -> None:
-        self._unrecoverable.add(ledger_id)
-        log.error("ledger %d cannot be re-replicated: %s", ledger_id, exc)
-        self._set_state(ledger_id, UNRECOVERABLE, str(exc), first=exc.first, last=exc.last)
-        self.manager.release_underreplicated_ledger(ledger_id)
+    def _report_unrecoverable(self, ledger: LedgerId, exc: BKUnrecoverableEntriesException) -> None:
+        self._unrecoverable.add(ledger)
+        log.error("ledger %s cannot be re-replicated: %s", ledger, exc)
+        self._set_state(ledger, UNRECOVERABLE, str(exc), first=exc.first, last=exc.last)
+        self.manager.release_underreplicated_ledger(ledger)
 
-    def _progress(self, ledger_id: int, progress: Progress) -> None:
+    def _progress(self, ledger: LedgerId, progress: Progress) -> None:
         now = time.monotonic()
         if now < self._next_progress and progress.entries < progress.expected:
             return  # a ZooKeeper write per window would cost more than the copy of small windows
         self._next_progress = now + PROGRESS_INTERVAL
         f = progress.fragment
-        self._set_state(ledger_id, COPYING, f"copying {f}", fragment=f"{f.first}..{f.last}",
+        self._set_state(ledger, COPYING, f"copying {f}", fragment=f"{f.first}..{f.last}",
                         **{"from": ",".join(progress.targets), "to": ",".join(progress.targets.values())},
                         entries=progress.entries, bytes=progress.bytes,
                         progress=round(progress.entries / progress.expected, 3) if progress.expected else 1.0)
 
-    def _set_state(self, ledger_id: int, state: str, reason: str, **details) -> None:
+    def _set_state(self, ledger: LedgerId, state: str, reason: str, **details) -> None:
         try:
-            self.manager.set_state(ledger_id, ReplicationState(state, reason, details, self.worker_id))
+            self.manager.set_state(ledger, ReplicationState(state, reason, details, self.worker_id))
         except BKException:
-            log.warning("ledger %d: could not record its state %s", ledger_id, state, exc_info=True)
+            log.warning("ledger %s: could not record its state %s", ledger, state, exc_info=True)

@@ -136,7 +136,7 @@ class ScanAndCompareGarbageCollector:
                 metadata = self.store.read_ledger(ledger).value
                 if not metadata.is_closed or any(self.bookie_id in bookies for _, bookies in metadata.ensembles):
                     continue
-                if ledger.scope_id == 0 and self._being_replicated(ledger.ledger_id):
+                if self._being_replicated(ledger):
                     log.info("GC: over-replicated ledger %s is under replication: kept for now", ledger)
                     continue
             except BKException as exc:
@@ -147,6 +147,6 @@ class ScanAndCompareGarbageCollector:
             found.append(ledger)
         return found
 
-    def _being_replicated(self, ledger_id: int) -> bool:
+    def _being_replicated(self, ledger: LedgerId) -> bool:
         return any(self.store.read_node(path) is not None for path in
-                   (layout.under_replicated_ledger_path(ledger_id), layout.under_replication_lock_path(ledger_id)))
+                   (layout.under_replicated_ledger_path(ledger), layout.under_replication_lock_path(ledger)))

@@ -12,6 +12,7 @@ from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationMa
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.replication.auditor_elector import current_auditor
 from bookie.util.processes import stop_process
+from tests.helpers.replication import first_ledger_check_done, logged, marked
 from tests.helpers.waiting import wait_for
 
 
@@ -34,14 +35,6 @@ def write_ledgers(bk, count: int = 6):
         lh.close()
         ensembles[lh.ledger_id] = set(bk.ledger_metadata(lh.ledger_id).last_ensemble)
     return ensembles
-
-
-def marked(store) -> dict[int, tuple[str, ...]]:
-    return {u.ledger_id: u.replicas for u in LedgerUnderreplicationManager(store).list_underreplicated()}
-
-
-def logged(path: str, text: str) -> bool:
-    return os.path.exists(path) and text in open(path).read()
 
 
 def test_election_takeover_after_sigkill(cluster):
@@ -71,6 +64,7 @@ def test_lost_bookie_marked_after_the_delay_with_the_missing_replica(bk_cluster)
         LedgerUnderreplicationManager(store).set_lost_bookie_recovery_delay(1)
         c.start_autorecovery("auditor-a")
         wait_for(lambda: current_auditor(store) == "auditor-a", "an auditor")
+        wait_for(lambda: first_ledger_check_done(store), "the auditor's first check of every ledger")
         c.kill_bookie(next(b.index for b in c.bookies if b.bookie_id == victim))
         wait_for(lambda: set(marked(store)) == on_victim, f"ledgers {sorted(on_victim)} marked")
         assert all(replicas == (victim,) for replicas in marked(store).values())
@@ -90,6 +84,7 @@ def test_bookie_back_within_the_delay_is_not_marked(bk_cluster):
         assert bk_shell(c, "lostbookierecoverydelay", "-get").strip() == "LostBookieRecoveryDelay value: 3600"
         c.start_autorecovery("auditor-a")
         wait_for(lambda: current_auditor(store) == "auditor-a", "an auditor")
+        wait_for(lambda: first_ledger_check_done(store), "the auditor's first check of every ledger")
         c.kill_bookie(back.index)
         wait_for(lambda: store.registration_session(back.bookie_id) is None, "the killed bookie's registration gone")
         c.start_bookie(back.index)
@@ -109,7 +104,7 @@ def test_disabled_marks_nothing_until_enabled(bk_cluster):
     with ZKMetadataStore(c.metadata_service_uri) as store:
         assert bk_shell(c, "autorecovery", "-disable").strip() == "AutoRecovery is disabled"
         proc = c.start_autorecovery("auditor-a")
-        wait_for(lambda: current_auditor(store) == "auditor-a", "an auditor")
+        wait_for(lambda: current_auditor(store) == "auditor-a", "an auditor")  # disabled: no check of every ledger
         c.kill_bookie(victim.index)
         log_path = os.path.join(c.base_dir, "autorecovery-auditor-a.log")
         wait_for(lambda: logged(log_path, f"lost bookies {victim.bookie_id} are marked once it is enabled"),

@@ -9,21 +9,22 @@ import signal
 import threading
 
 from bookie.client import BookKeeper
+from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.meta.ledger_underreplication_manager import COPYING, LedgerUnderreplicationManager
 from bookie.replication.auditor_elector import current_auditor
 from bookie.util.processes import stop_process
 from tests.helpers.waiting import wait_for
-from tests.integration.test_autorecovery_auditor import logged, marked
-from tests.integration.test_replication_worker import CLIENT, assert_fully_replicated, payloads, write
+from tests.helpers.replication import (CLIENT, assert_fully_replicated, first_ledger_check_done, logged, marked,
+                                      payloads, write)
 
 GRACE_MS = 4000  # openLedgerRereplicationGracePeriod: the dead writer's ledger is fenced after it
 AUTORECOVERY = {"zkTimeout": 2000, "lostBookieRecoveryDelay": 0, "rwRereplicateBackoffMs": 200,
                 "lockReleaseOfFailedLedgerGracePeriod": 2000, "openLedgerRereplicationGracePeriod": GRACE_MS}
 
 
-def names(bk: BookKeeper, ledger_id: int, bookie: str) -> bool:
-    return any(bookie in ensemble for _, ensemble in bk.ledger_metadata(ledger_id).ensembles)
+def names(bk: BookKeeper, ledger: int | LedgerId, bookie: str) -> bool:
+    return any(bookie in ensemble for _, ensemble in bk.ledger_metadata(ledger).ensembles)
 
 
 def assert_restored(bk: BookKeeper, written: dict[int, list[bytes]], lost: str) -> None:
@@ -88,6 +89,7 @@ def test_a_lost_bookies_ledgers_come_back_with_real_autorecovery(bk_cluster):
         for participant in ("ar-a", "ar-b"):
             c.start_autorecovery(participant, **AUTORECOVERY)
         wait_for(lambda: current_auditor(bk.store) in ("ar-a", "ar-b"), "an auditor")
+        wait_for(lambda: first_ledger_check_done(bk.store), "the auditor's first check of every ledger")
         c.kill_bookie(0)
 
         def restored() -> bool:
@@ -127,7 +129,7 @@ def test_auditor_and_a_worker_mid_fragment_killed_others_finish(bk_cluster):
     manager.disable_ledger_replication()
     a = c.start_autorecovery("ar-a", **settings)
     wait_for(lambda: current_auditor(bk.store) == "ar-a", "ar-a elected")
-    c.kill_bookie(0)
+    c.kill_bookie(0)  # disabled: the auditor's check of every ledger is skipped, nothing can race the kill
     wait_for(lambda: logged(os.path.join(c.base_dir, "autorecovery-ar-a.log"),
                             f"lost bookies {b[0]} are marked once it is enabled"), "ar-a seeing the lost bookie")
     stop_process(a, sig=signal.SIGKILL)  # the auditor dies with b0's ledgers unmarked
@@ -162,3 +164,30 @@ def test_auditor_and_a_worker_mid_fragment_killed_others_finish(bk_cluster):
     wait_for(lambda: not marked(bk.store) and not any(names(bk, lid, b[0]) for lid in written),
              "ar-c finishing the work", timeout=180)
     assert_restored(bk, written, b[0])
+
+
+def test_a_scoped_ledger_on_a_lost_bookie_is_marked_apart_and_re_replicated(bk_cluster):
+    """128-bit (BP-35) ledgers have no place in BookKeeper's urL%010d tree: the auditor marks them in the scoped
+    tree (``listunderreplicated`` shows the qualified name), and a ``bk autorecovery`` worker brings them back
+    like any other ledger; a scope-0 ledger with the same 64-bit id half stays a different ledger."""
+    c, bk = bk_cluster(4, client_conf=CLIENT)
+    b = [x.bookie_id for x in c.bookies]
+    scoped = bk.create_ledger(3, 2, 2, bookies=b[:3], password=b"pw", scope_id=0x5C09E)
+    plain = bk.create_ledger(3, 2, 2, bookies=b[:3], password=b"pw")
+    written = {scoped.ledger: payloads("scoped", 40), plain.ledger: payloads("plain", 40)}
+    for handle in (scoped, plain):
+        write(handle, written[handle.ledger])
+        handle.close()
+    c.start_autorecovery("ar-s", **AUTORECOVERY)
+    wait_for(lambda: current_auditor(bk.store) == "ar-s", "an auditor")
+    wait_for(lambda: first_ledger_check_done(bk.store), "the auditor's first check of every ledger")
+    c.kill_bookie(0)
+    wait_for(lambda: not marked(bk.store) and not any(names(bk, ledger, b[0]) for ledger in written),
+             "both ledgers re-replicated off the killed bookie", timeout=180)
+    for ledger, data in written.items():
+        assert_fully_replicated(bk, ledger)
+        with bk.open_ledger(ledger, b"pw", recovery=False) as reader:
+            assert [e.payload for e in reader.read(0, len(data) - 1)] == data
+    # The worker re-replicated it as a marked ledger (it works only on ledgers it locked in the manager's trees).
+    log_text = open(os.path.join(c.base_dir, "autorecovery-ar-s.log")).read()
+    assert f"ledger {scoped.ledger.qualified_name} is fully replicated again" in log_text

@@ -9,7 +9,7 @@ from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.ledger_id import LedgerId
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
-from tests.integration.test_native_server import KEY, native_bookie  # noqa: F401 (the fixture)
+from tests.helpers.native_bookie import KEY
 
 LEDGER = LedgerId.of(21, 0)
 DIGEST = DigestManager(LEDGER, b"pw")

@@ -17,7 +17,7 @@ from bookie.meta.bookie_service_info import BOOKIE_RPC, GRPC, Endpoint
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_protocol_pb2 as pb
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.proto.native_frames import FrameDecoder, encode_frames
@@ -73,7 +73,7 @@ def test_a_bookie_serves_native_on_its_bookie_port_grpc_beside_it_and_registers_
     ledger = LedgerId(0, 31)
     client = BookieClient(b.bookie_id, address=b.grpc_address)
     try:
-        added = client.add(ledger, KEY, ef.frame(stored_entry(ledger, e) for e in range(3))).result(DEADLINE)
+        added = client.add(ledger, KEY, entry_format.frame(stored_entry(ledger, e) for e in range(3))).result(DEADLINE)
         assert added.status == status.EOK
     finally:
         client.close()

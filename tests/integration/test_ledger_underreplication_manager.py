@@ -8,6 +8,7 @@ import threading
 import pytest
 from google.protobuf import text_format
 
+from bookie.ledger_id import LedgerId
 from bookie.meta import layout
 from bookie.meta.ledger_underreplication_manager import (COPYING, UNRECOVERABLE, LedgerUnderreplicationManager,
                                                          ReplicationState, state_path)
@@ -33,7 +34,7 @@ def test_znodes_and_formats_are_bookkeepers(metadata_store):
     assert layout.under_replicated_ledger_path(0x1_0002_0003) == node
     record = text_format.Parse(metadata_store.read_node(node).value.decode(), UnderreplicatedLedgerFormat())
     assert list(record.replica) == ["127.0.0.1:3181"] and record.ctime > 0
-    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 0x1_0002_0003
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 0x1_0002_0003)
     lock = metadata_store.read_node("underreplication/locks/urL4295098371").value.decode()
     assert text_format.Parse(lock, LockDataFormat()).bookieId == "worker-1"
     urm.set_lost_bookie_recovery_delay(30)
@@ -48,25 +49,25 @@ def test_remarking_merges_replicas_and_keeps_ctime(metadata_store):
     urm.mark_ledger_underreplicated(9, ["b3"])
     assert urm.get_underreplicated(7).replicas == ("b1", "b2")
     assert urm.get_underreplicated(7).ctime == first.ctime
-    assert [u.ledger_id for u in urm.list_underreplicated()] == [7, 9]
-    assert [u.ledger_id for u in urm.list_underreplicated(lambda replicas: "b3" in replicas)] == [9]
+    assert [u.ledger for u in urm.list_underreplicated()] == [LedgerId(0, 7), LedgerId(0, 9)]
+    assert [u.ledger for u in urm.list_underreplicated(lambda replicas: "b3" in replicas)] == [LedgerId(0, 9)]
 
 
 def test_one_worker_per_ledger_and_locks_die_with_the_session(metadata_store, second_session):
     a = LedgerUnderreplicationManager(metadata_store, "a")
     b = LedgerUnderreplicationManager(second_session, "b")
     a.mark_ledger_underreplicated(5, ["lost"])
-    assert a.get_ledger_to_rereplicate(timeout=DEADLINE) == 5
+    assert a.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 5)
     assert a.is_ledger_being_replicated(5) and b.lock_holder(5) == "a"
     got = []
     waiter = threading.Thread(target=lambda: got.append(b.get_ledger_to_rereplicate(timeout=DEADLINE)))
     waiter.start()
     a.release_underreplicated_ledger(5)  # a failed: the ledger goes to b, which was blocked on its watch
     waiter.join()
-    assert got == [5] and b.lock_holder(5) == "b"
+    assert got == [LedgerId(0, 5)] and b.lock_holder(5) == "b"
     second_session.close()  # b dies: its ephemeral lock goes with its session
     wait_for(lambda: not a.is_ledger_being_replicated(5), "the dead worker's lock to go")
-    assert a.get_ledger_to_rereplicate(timeout=DEADLINE) == 5
+    assert a.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 5)
 
 
 def test_blocks_until_a_ledger_is_marked_and_skips(metadata_store, second_session):
@@ -75,11 +76,11 @@ def test_blocks_until_a_ledger_is_marked_and_skips(metadata_store, second_sessio
     auditor.mark_ledger_underreplicated(3, ["lost"])
     got = []
     waiter = threading.Thread(target=lambda: got.append(
-        worker.get_ledger_to_rereplicate(timeout=DEADLINE, skip=lambda lid: lid == 3)))
+        worker.get_ledger_to_rereplicate(timeout=DEADLINE, skip=lambda ledger: ledger == LedgerId(0, 3))))
     waiter.start()
     auditor.mark_ledger_underreplicated(0x5_0000_0000, ["lost"])  # another top-level branch of the tree
     waiter.join()
-    assert got == [0x5_0000_0000] and not worker.is_ledger_being_replicated(3)
+    assert got == [LedgerId(0, 0x5_0000_0000)] and not worker.is_ledger_being_replicated(3)
 
 
 def test_nothing_to_lock_returns_none_after_the_timeout(metadata_store):
@@ -91,14 +92,14 @@ def test_mark_replicated_deletes_urL_state_lock_and_empty_parents(metadata_store
     urm = LedgerUnderreplicationManager(metadata_store, "w")
     urm.mark_ledger_underreplicated(11, ["lost"])
     urm.mark_ledger_underreplicated(12, ["lost"])
-    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 11
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 11)
     urm.set_state(11, ReplicationState(COPYING, "copying fragment 0", {"from": "b1", "to": "b4", "progress": 0.5}))
     assert urm.get_state(11).details["to"] == "b4"
     urm.mark_ledger_replicated(11)
     assert urm.get_underreplicated(11) is None and urm.get_state(11) is None
     assert not urm.is_ledger_being_replicated(11)
     assert metadata_store.read_node(state_path(11)) is None
-    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 12
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 12)
     urm.mark_ledger_replicated(12)
     assert metadata_store.node_children("underreplication/ledgers") == []
     urm.set_state(12, ReplicationState(UNRECOVERABLE, "gone"))  # not marked: no state outlives its urL node
@@ -109,7 +110,7 @@ def test_a_ledger_remarked_while_locked_stays_marked(metadata_store, second_sess
     worker = LedgerUnderreplicationManager(metadata_store, "w")
     auditor = LedgerUnderreplicationManager(second_session, "auditor")
     auditor.mark_ledger_underreplicated(21, ["b1"])
-    assert worker.get_ledger_to_rereplicate(timeout=DEADLINE) == 21
+    assert worker.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 21)
     auditor.mark_ledger_underreplicated(21, ["b2"])  # another bookie of it lost meanwhile
     worker.mark_ledger_replicated(21)
     assert auditor.get_underreplicated(21).replicas == ("b1", "b2")
@@ -160,8 +161,45 @@ def test_an_unknown_layout_is_refused(metadata_store):
 def test_an_idle_worker_does_not_pile_up_watches(metadata_store):
     urm = LedgerUnderreplicationManager(metadata_store)
     urm.mark_ledger_underreplicated(1, ["lost"])
-    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == 1  # ours now: the others find nothing to lock
+    assert urm.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 1)  # ours now: the others find nothing to lock
     for _ in range(3):
         assert urm.get_ledger_to_rereplicate(timeout=0.05) is None
     watchers = metadata_store.zk._child_watchers
     assert all(len(watchers[path]) == 1 for path in watchers), {p: len(w) for p, w in watchers.items()}
+
+
+def test_scoped_ledgers_are_marked_locked_and_released_apart_from_bookkeepers_tree(metadata_store, second_session):
+    """A 128-bit (BP-35) ledger has no urL%010d name: it is marked in a tree of its own that BookKeeper's
+    tools never walk, listed after scope 0's, locked one worker at a time, and cleaned up like the others."""
+    worker = LedgerUnderreplicationManager(metadata_store, "w")
+    other = LedgerUnderreplicationManager(second_session, "other")
+    scoped, plain = LedgerId(0x7, 0x5), LedgerId(0, 0x7_0000_0005)  # same 64-bit halves, different ledgers
+    worker.mark_ledger_underreplicated(scoped, ["b1"])
+    worker.mark_ledger_underreplicated(plain, ["b2"])
+    node = ("underreplication/scopedledgers/0000/0000/0000/0007/0000/0000/0000/"
+            "urS00000000000000070000000000000005")
+    assert layout.under_replicated_ledger_path(scoped) == node and metadata_store.read_node(node) is not None
+    assert [u.ledger for u in worker.list_underreplicated()] == [plain, scoped]
+    assert worker.get_underreplicated(scoped).replicas == ("b1",)
+    assert worker.get_ledger_to_rereplicate(timeout=DEADLINE, skip=lambda ledger: ledger == plain) == scoped
+    assert other.lock_holder(scoped) == "w" and other.lock_holder(plain) is None
+    assert other.get_ledger_to_rereplicate(timeout=0.2, skip=lambda ledger: ledger == plain) is None
+    worker.set_state(scoped, ReplicationState(COPYING, "copying"))
+    assert other.get_state(scoped).state == COPYING and other.get_state(plain) is None
+    worker.mark_ledger_replicated(scoped)
+    assert other.get_underreplicated(scoped) is None and not other.is_ledger_being_replicated(scoped)
+    assert metadata_store.node_children("underreplication/scopedledgers") == []
+    assert [u.ledger for u in other.list_underreplicated()] == [plain]
+
+
+def test_a_waiting_worker_wakes_for_a_scoped_mark(metadata_store, second_session):
+    worker = LedgerUnderreplicationManager(metadata_store, "w")
+    auditor = LedgerUnderreplicationManager(second_session, "auditor")
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(worker.get_ledger_to_rereplicate(timeout=DEADLINE)))
+    waiter.start()
+    wait_for(lambda: metadata_store.zk._child_watchers.get(f"{metadata_store.root}/underreplication/scopedledgers"),
+             "the worker watching the scoped tree")
+    auditor.mark_ledger_underreplicated(LedgerId(3, 1), ["lost"])
+    waiter.join()
+    assert got == [LedgerId(3, 1)]

@@ -14,7 +14,7 @@ from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationMa
 from bookie.proto import availability, status
 from bookie.replication.replication_worker import ReplicationSettings, ReplicationWorker
 from tests.helpers.waiting import wait_for
-from tests.integration.test_replication_worker import CLIENT, assert_fully_replicated, payloads, write
+from tests.helpers.replication import CLIENT, assert_fully_replicated, payloads, write
 
 
 def bk_shell(cluster, *args: str) -> subprocess.CompletedProcess:

@@ -5,10 +5,8 @@ thread); the tests speak to it over real TCP connections, byte for byte as BookK
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
-import threading
 
 import pytest
 
@@ -20,27 +18,9 @@ from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.proto.native_frames import FrameDecoder, encode_frames
 from bookie.server import native_server
-from bookie.server.native_server import BookieNettyServer
+from tests.helpers.native_bookie import KEY, MAX_FRAME
 from tests.helpers.waiting import DEADLINE, wait_for
 
-KEY = generate_master_key(b"pw")
-MAX_FRAME = 1 << 20
-
-
-@pytest.fixture
-def native_bookie(make_bookie):
-    """(engine, server): an engine served by the native server on a free port, stopped at the end."""
-    bookie = make_bookie()
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="native-server", daemon=True)
-    thread.start()
-    server = asyncio.run_coroutine_threadsafe(BookieNettyServer(bookie, max_frame_size=MAX_FRAME).start(),
-                                              loop).result(DEADLINE)
-    yield bookie, server
-    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(DEADLINE)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(DEADLINE)
-    loop.close()
 
 
 class RawConnection:

@@ -12,49 +12,16 @@ import pytest
 import bookie.client.bookkeeper as bookkeeper_module
 from bookie.client import BookKeeper
 from bookie.client.native_bookie_client import NativeBookieClient
-from bookie.client.distribution_schedule import stores
 from bookie.client.ledger_checker import LedgerChecker
 from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator
 from bookie.exceptions import BKMetadataVersionException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.meta.ledger_underreplication_manager import FAILED, UNRECOVERABLE, LedgerUnderreplicationManager
-from bookie.proto import availability, status
+from bookie.proto import status
 from bookie.replication.replication_worker import ReplicationSettings, ReplicationWorker
+from tests.helpers.replication import CLIENT, assert_fully_replicated, payloads, write
 from tests.helpers.waiting import wait_for
-
-CLIENT = {"addEntryTimeout": 3.0, "readTimeout": 3.0}
-
-
-def payloads(tag: str, n: int) -> list[bytes]:
-    return [f"{tag}-{i}-".encode() * (i % 7 + 1) for i in range(n)]
-
-
-def write(handle, data: list[bytes]) -> None:
-    for p in data:
-        handle.append(p)
-
-
-def assert_fully_replicated(bk: BookKeeper, ledger) -> None:
-    """Each bookie's list of entries is what the striping of the metadata gives it, and every copy of
-    every entry is byte-identical."""
-    ledger = LedgerId(0, ledger)
-    md = bk.ledger_metadata(ledger)
-    wanted: dict[str, set[int]] = {}
-    for first, last, ensemble in md.fragments():
-        for index, bookie in enumerate(ensemble):
-            wanted.setdefault(bookie, set()).update(
-                e for e in range(first, last + 1) if stores(index, e, len(ensemble), md.write_quorum_size))
-    for bookie, entries in wanted.items():
-        listing = bk.bookie_client(bookie).list_entries(ledger)
-        held = set(availability.decode(listing.availabilityOfEntriesOfLedger)) if listing.status == status.EOK else set()
-        assert held == entries, f"bookie {bookie} holds {sorted(held ^ entries)} differently from the striping"
-    for first, last, ensemble in md.fragments():
-        for e in range(first, last + 1):
-            bodies = {bk.bookie_client(b).read_entry(ledger, e).body
-                      for i, b in enumerate(ensemble) if stores(i, e, len(ensemble), md.write_quorum_size)}
-            assert len(bodies) == 1, f"ledger {ledger} entry {e}: copies differ"
-
 
 def closed_ledger_then_lost_bookie(bk_cluster, num_bookies: int, tag: str, entries: int = 20):
     """A cluster, a closed ledger (E 3, WQ 2) of ``entries`` entries on bookies 0-2, then bookie 0
@@ -75,7 +42,7 @@ class Workers:
     def __init__(self, uri: str, n: int, settings: ReplicationSettings):
         self.active: set = set()
         self.overlaps: list = []
-        self.unrecoverable_reports: list[int] = []
+        self.unrecoverable_reports: list[LedgerId] = []
         self._lock = threading.Lock()
         self.clients = [BookKeeper(uri, CLIENT) for _ in range(n)]
         self.workers = [ReplicationWorker(bk, LedgerUnderreplicationManager(bk.store, f"worker-{i}"), settings)
@@ -97,9 +64,9 @@ class Workers:
                 with self._lock:
                     self.active.discard(handle.ledger)
 
-        def counted_report(ledger_id, exc):
-            self.unrecoverable_reports.append(ledger_id)
-            report(ledger_id, exc)
+        def counted_report(ledger, exc):
+            self.unrecoverable_reports.append(ledger)
+            report(ledger, exc)
 
         worker.replicator.replicate = watched_replicate
         worker._report_unrecoverable = counted_report
@@ -151,7 +118,7 @@ def test_a_lost_bookies_ledgers_come_back(bk_cluster):
 
     workers = Workers(cluster.metadata_service_uri, 2, ReplicationSettings(rw_rereplicate_backoff_ms=200)).start()
     try:
-        wait_for(lambda: [u.ledger_id for u in auditor.list_underreplicated()] == [single.ledger_id]
+        wait_for(lambda: [u.ledger for u in auditor.list_underreplicated()] == [single.ledger]
                  and auditor.get_state(single.ledger_id) is not None
                  and auditor.get_state(single.ledger_id).state == UNRECOVERABLE,
                  "every recoverable ledger to leave the list and the write-quorum-1 one to be unrecoverable")
@@ -160,7 +127,7 @@ def test_a_lost_bookies_ledgers_come_back(bk_cluster):
         assert "no surviving replica" in state.reason and (state.details["first"], state.details["last"]) == (0, 8)
         # Reported once, and not taken again: another round finds nothing to lock.
         assert workers.workers[0].rereplicate_one(timeout=0.5) is None
-        assert workers.unrecoverable_reports == [single.ledger_id]
+        assert workers.unrecoverable_reports == [single.ledger]
         assert workers.overlaps == []
     finally:
         workers.stop()
@@ -186,7 +153,7 @@ def test_a_live_writers_open_ledger_is_not_fenced_within_the_grace_period(bk_clu
     worker = ReplicationWorker(worker_bk, LedgerUnderreplicationManager(worker_bk.store, "w"),
                                ReplicationSettings(open_ledger_rereplication_grace_period_ms=600_000))
     try:
-        assert worker.rereplicate_one(timeout=30) == writer.ledger_id
+        assert worker.rereplicate_one(timeout=30) == writer.ledger
         state = manager.get_state(writer.ledger_id)
         assert state.state == "waiting-grace-period"
         assert manager.lock_holder(writer.ledger_id) == "w"  # kept through the grace period
@@ -197,7 +164,7 @@ def test_a_live_writers_open_ledger_is_not_fenced_within_the_grace_period(bk_clu
         worker.shutdown()  # releases the held lock
         # Its earlier fragment is closed now (the writer moved on): copied without fencing.
         worker = ReplicationWorker(worker_bk, LedgerUnderreplicationManager(worker_bk.store, "w2"))
-        assert worker.rereplicate_one(timeout=30) == writer.ledger_id
+        assert worker.rereplicate_one(timeout=30) == writer.ledger
         assert manager.get_underreplicated(writer.ledger_id) is None
         assert bk.ledger_metadata(writer.ledger_id).state is LedgerState.OPEN
         write(writer, payloads("o3", 5))
@@ -222,9 +189,9 @@ def test_a_dead_writers_open_ledger_is_fenced_after_the_grace_period_then_copied
     worker = ReplicationWorker(bk, LedgerUnderreplicationManager(bk.store, "w"),
                                ReplicationSettings(open_ledger_rereplication_grace_period_ms=0))
     try:
-        assert worker.rereplicate_one(timeout=30) == writer.ledger_id  # past the grace period: fence + close
+        assert worker.rereplicate_one(timeout=30) == writer.ledger  # past the grace period: fence + close
         assert bk.ledger_metadata(writer.ledger_id).state is LedgerState.CLOSED
-        assert worker.rereplicate_one(timeout=30) == writer.ledger_id  # closed now: copied
+        assert worker.rereplicate_one(timeout=30) == writer.ledger  # closed now: copied
         assert manager.get_underreplicated(writer.ledger_id) is None
     finally:
         worker.shutdown()
@@ -242,11 +209,11 @@ def test_no_replacement_bookie_fails_with_backoff_then_succeeds_once_one_joins(b
                                ReplicationSettings(rw_rereplicate_backoff_ms=100,
                                                    lock_release_of_failed_ledger_grace_period_ms=400))
     try:
-        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id  # no bookie outside the ensemble
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger  # no bookie outside the ensemble
         state = manager.get_state(ledger.ledger_id)
         assert state.state == FAILED and "writable" in state.reason and state.details["attempts"] == 1
         wait_for(lambda: not manager.is_ledger_being_replicated(ledger.ledger_id), "the failed ledger's release")
-        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger
         assert manager.get_state(ledger.ledger_id).details["attempts"] == 2
         cluster.add_bookie()
         wait_for(lambda: len(worker_bk.writable_bookies()) == 3, "the new bookie to register")
@@ -267,7 +234,7 @@ def test_rereplication_over_bookkeepers_native_protocol(bk_cluster, monkeypatch)
     worker_bk = BookKeeper(cluster.metadata_service_uri, CLIENT)
     worker = ReplicationWorker(worker_bk, LedgerUnderreplicationManager(worker_bk.store, "w"))
     try:
-        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger
         assert all(isinstance(worker_bk.bookie_client(x), NativeBookieClient) for x in b[1:])
         assert worker.manager.get_underreplicated(ledger.ledger_id) is None
     finally:
@@ -307,10 +274,10 @@ def test_a_worker_that_loses_the_race_for_a_fragment_checks_again_without_backof
 
     worker.checker.check_ledger = check_then_lose_the_race
     try:
-        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger
         assert manager.get_state(ledger.ledger_id) is None  # not "failed": nothing went wrong
         assert not manager.is_ledger_being_replicated(ledger.ledger_id)  # released at once, no 600 s backoff
-        assert worker.rereplicate_one(timeout=30) == ledger.ledger_id  # checked afresh: nothing missing
+        assert worker.rereplicate_one(timeout=30) == ledger.ledger  # checked afresh: nothing missing
         assert manager.get_underreplicated(ledger.ledger_id) is None
     finally:
         worker.shutdown()

@@ -10,6 +10,7 @@ from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationMa
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.replication.auditor_elector import current_auditor
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk
+from tests.helpers.replication import first_ledger_check_done
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
@@ -33,9 +34,10 @@ def test_bookie_shell_reads_what_our_autorecovery_writes(bk_cluster, zookeeper, 
         LedgerUnderreplicationManager(store).set_lost_bookie_recovery_delay(0)
         c.start_autorecovery("127.0.0.1-auditor")
         wait_for(lambda: current_auditor(store) == "127.0.0.1-auditor", "our auditor elected")
+        wait_for(lambda: first_ledger_check_done(store), "the auditor's first check of every ledger")
         c.kill_bookie(victim.index)
         manager = LedgerUnderreplicationManager(store)
-        wait_for(lambda: sorted(u.ledger_id for u in manager.list_underreplicated()) == on_victim,
+        wait_for(lambda: sorted(u.ledger.ledger_id for u in manager.list_underreplicated()) == on_victim,
                  f"ledgers {on_victim} marked")
     who = tools.shell("whoisauditor")
     assert "127.0.0.1-auditor" in who.stdout + who.stderr

@@ -17,7 +17,7 @@ from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk, payload
 from tests.helpers.java_tools import summary_of
 from tests.helpers.waiting import wait_for
-from tests.integration.test_replication_worker import assert_fully_replicated
+from tests.helpers.replication import assert_fully_replicated
 
 pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
 

@@ -50,7 +50,7 @@ def test_first_run_honors_the_stored_ctime():
     from bookie.replication.auditor import first_run
     now_ms, now = 1_000_000, 50.0
     assert first_run(0, -1, now_ms, now) is None  # the check is off
-    assert first_run(600, -1, now_ms, now) == now + 600  # never ran: an interval from now
+    assert first_run(600, -1, now_ms, now) == now  # never ran: at once, as BookKeeper's Auditor
     assert first_run(600, now_ms - 100_000, now_ms, now) == now + 500  # ran 100 s ago: the rest of the interval
     assert first_run(600, now_ms - 700_000, now_ms, now) == now  # overdue: at once
     assert first_run(600, now_ms + 5_000, now_ms, now) == now + 600  # written by a clock ahead: as if just run

@@ -14,7 +14,7 @@ from bookie.server.compactor import (STEPS, RecoveryStep, TransactionalEntryLogC
                                      compacted_name, compacting_name, logs_to_compact, recovery_plan)
 from bookie.server.entry_log_metadata import EntryLogMetadata
 from bookie.testing.deleted_ledgers import delete_and_measure
-from tests.unit.test_entry_log_and_index import KEY, PASSWORD, write
+from tests.helpers.engine_entries import KEY, PASSWORD, write
 
 HUGE = {"compactionRateByEntries": 10 ** 12, "compactionRateByBytes": 10 ** 15}
 

@@ -10,21 +10,11 @@ from bookie.exceptions import BKDigestMatchException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto import status
-from bookie.proto.checksum import DigestManager, generate_master_key
+from bookie.proto.checksum import DigestManager
 from bookie.server.entry_logger import LOG_HEADER_SIZE, log_path
 from bookie.server.index import index_path
 from tests.helpers.disk_faults import flip_byte
-
-PASSWORD = b"pw"
-KEY = generate_master_key(PASSWORD)
-
-
-def write(bookie, ledger: LedgerId, first: int, count: int, size: int = 200) -> list[bytes]:
-    digest = DigestManager(ledger, PASSWORD)
-    payloads = [os.urandom(size) for _ in range(count)]
-    bookie.add_entries(ledger, KEY, digest.build_framed(first, first - 1, 0, payloads)[0]).result(10)
-    return payloads
-
+from tests.helpers.engine_entries import PASSWORD, write
 
 def test_entry_logs_roll_and_record_their_ledgers(make_bookie):
     bookie = make_bookie(entryLogSizeLimit=8 * 1024)
