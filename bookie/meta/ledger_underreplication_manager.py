@@ -248,10 +248,17 @@ class LedgerUnderreplicationManager:
     def get_ledger_to_rereplicate(self, timeout: float | None = None,
                                   skip: Callable[[LedgerId], bool] | None = None) -> LedgerId | None:
         """Lock some marked ledger that no worker holds (ephemeral ``locks/urL…``) and return it;
-        block until one can be locked, or ``timeout`` seconds (then None). ``skip`` leaves ledgers this
-        worker does not want now (e.g. unrecoverable ones it reported already)."""
+        block until one can be locked (never while AutoRecovery is disabled), or ``timeout`` seconds (then
+        None). ``skip`` leaves ledgers this worker does not want now (e.g. unrecoverable ones it reported
+        already)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            # Disabled (or disabled since the caller last looked): lock nothing until enabled, as BookKeeper's
+            # waitIfLedgerReplicationDisabled before each attempt.
+            if not self.is_ledger_replication_enabled():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if (remaining is not None and remaining <= 0) or not self.wait_until_enabled(remaining):
+                    return None
             with self._changed:
                 seen = self._changes
             # Watches on every level walked and on the locks: a new marking or a released lock wakes us.
@@ -259,6 +266,11 @@ class LedgerUnderreplicationManager:
             for node in self._url_nodes(self._on_change):
                 ledger = layout.parse_under_replication_name(node.rsplit("/", 1)[1])
                 if (skip is None or not skip(ledger)) and self._try_lock(ledger, node):
+                    if skip is not None and skip(ledger):
+                        # Asked again under our lock: the worker that held it before may have recorded a verdict
+                        # (e.g. unrecoverable) between our first look and its release.
+                        self.release_underreplicated_ledger(ledger)
+                        continue
                     return ledger
             with self._changed:
                 while self._changes == seen:

@@ -202,7 +202,9 @@ class TransactionalEntryLogCompactor:
                 if state is None or state.last_entry_id < 0:
                     continue
                 locs = self.storage.cache.get_range(ledger, 0, state.last_entry_id)
-                here = np.flatnonzero((locs >> 32) == old_id)
+                # An empty slot (location 0: a striped ledger's entry held by another bookie) is no record
+                # of log 0; a real location is never 0, it lies past the log's header.
+                here = np.flatnonzero(((locs >> 32) == old_id) & (locs != 0))
                 if len(here):
                     idx.append(np.full(len(here), len(kept), dtype=np.int64))
                     ids.append(here)
@@ -338,7 +340,7 @@ class TransactionalEntryLogCompactor:
                 continue  # deleted meanwhile
             lo = int(eids.min())
             current = cache.get_range(ledger, lo, int(eids.max()))[eids - lo]
-            still = (current >> 32) == old_id
+            still = ((current >> 32) == old_id) & (current != 0)
             if still.any():
                 cache.put(ledger, eids[still], new_locs[still])
 

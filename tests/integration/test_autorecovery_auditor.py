@@ -13,14 +13,8 @@ from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.replication.auditor_elector import current_auditor
 from bookie.util.processes import stop_process
 from tests.helpers.replication import first_ledger_check_done, logged, marked
+from tests.helpers.shell import bk_shell
 from tests.helpers.waiting import wait_for
-
-
-def bk_shell(cluster, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "bookie.cli.main", "shell", *args, "-u", cluster.metadata_service_uri],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def write_ledgers(bk, count: int = 6):

@@ -9,30 +9,17 @@ import signal
 import threading
 
 from bookie.client import BookKeeper
-from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.meta.ledger_underreplication_manager import COPYING, LedgerUnderreplicationManager
 from bookie.replication.auditor_elector import current_auditor
 from bookie.util.processes import stop_process
 from tests.helpers.waiting import wait_for
-from tests.helpers.replication import (CLIENT, assert_fully_replicated, first_ledger_check_done, logged, marked,
-                                      payloads, write)
+from tests.helpers.replication import (CLIENT, assert_fully_replicated, assert_restored, first_ledger_check_done, logged,
+                                      marked, names, payloads, write)
 
 GRACE_MS = 4000  # openLedgerRereplicationGracePeriod: the dead writer's ledger is fenced after it
 AUTORECOVERY = {"zkTimeout": 2000, "lostBookieRecoveryDelay": 0, "rwRereplicateBackoffMs": 200,
                 "lockReleaseOfFailedLedgerGracePeriod": 2000, "openLedgerRereplicationGracePeriod": GRACE_MS}
-
-
-def names(bk: BookKeeper, ledger: int | LedgerId, bookie: str) -> bool:
-    return any(bookie in ensemble for _, ensemble in bk.ledger_metadata(ledger).ensembles)
-
-
-def assert_restored(bk: BookKeeper, written: dict[int, list[bytes]], lost: str) -> None:
-    for ledger_id, data in written.items():
-        assert not names(bk, ledger_id, lost), f"ledger {ledger_id} still names {lost}"
-        assert_fully_replicated(bk, ledger_id)
-        with bk.open_ledger(ledger_id, b"pw", recovery=False) as reader:
-            assert [e.payload for e in reader.read(0, len(data) - 1)] == data
 
 
 class LiveWriter(threading.Thread):

@@ -25,14 +25,11 @@ from bookie.proto import availability, status
 from bookie.replication.auditor_elector import current_auditor
 from bookie.replication.replication_worker import POLL_SECONDS, ReplicationSettings
 from bookie.util.processes import stop_process
-from tests.helpers.replication import CLIENT, assert_fully_replicated, logged, marked, payloads
+from tests.helpers.replication import (CLIENT, Workers, assert_fully_replicated, assert_restored, holdings, logged,
+                                      marked, names, payloads, unregistered)
+from tests.helpers.shell import bk_shell, bk_shell_run
 from tests.helpers.waiting import wait_for
-from tests.integration.test_autorecovery_auditor import bk_shell
-from tests.integration.test_autorecovery_e2e import assert_restored, names
-from tests.integration.test_gc_e2e import NO_TIMED_PASS, forced_pass
-from tests.integration.test_manual_recovery import bk_shell as bk_shell_run
-from tests.integration.test_manual_recovery import holdings, unregistered
-from tests.integration.test_replication_worker import Workers
+from tests.helpers.gc import NO_TIMED_PASS, forced_pass
 
 # `bk autorecovery` participants that act only when told: the lost-bookie audit waits an hour, the periodic
 # checks are off, so what moves is what the test triggers or marks.

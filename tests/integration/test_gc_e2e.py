@@ -13,22 +13,13 @@ import sys
 
 from bookie.client import BookKeeper
 from bookie.meta import layout
-from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import status
 from bookie.server.entry_log_metadata import extract_entry_log_metadata
 from bookie.server.entry_logger import LOG_HEADER_SIZE, encode_log_header
+from tests.helpers.gc import NO_TIMED_PASS, forced_pass
 from tests.helpers.waiting import DEADLINE, wait_for
 
-NO_TIMED_PASS = {"gcWaitTime": 3_600_000}
 ENTRY = 4000
-
-
-def forced_pass(bk: BookKeeper, bookie: str) -> pb.GarbageCollectionResponse:
-    """Force a GC pass on ``bookie``, wait until it has run; the bookie's GC state after it."""
-    client = bk.bookie_client(bookie)
-    target = client.garbage_collection(pb.GarbageCollectionRequest.FORCE).forcedPass
-    wait_for(lambda: client.garbage_collection().passes >= target, f"GC pass {target} of {bookie}")
-    return client.garbage_collection()
 
 
 def write(bk: BookKeeper, count: int, payload: bytes):

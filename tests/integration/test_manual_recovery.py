@@ -4,33 +4,15 @@ open one whose writer is gone (``-sk`` leaves it alone); ``decommissionbookie`` 
 is registered, then waits until a replication worker has moved its ledgers and deletes its cookie."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 from bookie.client import BookKeeper
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
-from bookie.proto import availability, status
 from bookie.replication.replication_worker import ReplicationSettings, ReplicationWorker
 from tests.helpers.waiting import wait_for
-from tests.helpers.replication import CLIENT, assert_fully_replicated, payloads, write
-
-
-def bk_shell(cluster, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bookie.cli.main", "shell", *args, "-u", cluster.metadata_service_uri],
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-
-
-def holdings(bk: BookKeeper, bookies: list[str], ledgers: list[int]) -> dict:
-    """(bookie, ledger) -> the entries it holds (None: it answered no such ledger)."""
-    out = {}
-    for b in bookies:
-        for ledger in ledgers:
-            listing = bk.bookie_client(b).list_entries(LedgerId(0, ledger))
-            out[b, ledger] = (sorted(availability.decode(listing.availabilityOfEntriesOfLedger))
-                              if listing.status == status.EOK else None)
-    return out
+from tests.helpers.replication import CLIENT, assert_fully_replicated, holdings, payloads, unregistered, write
+from tests.helpers.shell import bk_shell_run
 
 
 def closed_ledger(bk: BookKeeper, bookies: list[str], write_quorum: int, data: list[bytes], written: dict | None = None):
@@ -41,10 +23,6 @@ def closed_ledger(bk: BookKeeper, bookies: list[str], write_quorum: int, data: l
     if written is not None:
         written[handle.ledger_id] = data
     return handle
-
-
-def unregistered(bk: BookKeeper, bookie: str):
-    return lambda: bookie not in bk.store.bookies() and bookie not in bk.store.bookies(read_only=True)
 
 
 def test_recover_dry_run_then_recover_closed_and_open_ledgers(bk_cluster):
@@ -70,20 +48,20 @@ def test_recover_dry_run_then_recover_closed_and_open_ledgers(bk_cluster):
 
     versions = {x: bk.store.read_ledger(LedgerId(0, x)).version for x in ledgers}
     before = holdings(bk, b[1:], ledgers)
-    dry = bk_shell(cluster, "recover", b[0], "-dr")
+    dry = bk_shell_run(cluster, "recover", b[0], "-dr")
     assert dry.returncode == 0, dry.stderr
     for x in ledgers:
         assert f"ledger {LedgerId(0, x)}: would copy" in dry.stdout
     assert f"ledger {LedgerId(0, untouched.ledger_id)}" not in dry.stdout
     assert {x: bk.store.read_ledger(LedgerId(0, x)).version for x in ledgers} == versions
     assert holdings(bk, b[1:], ledgers) == before
-    only = bk_shell(cluster, "recover", b[0], "-dr", "-l", str(plain.ledger_id))
+    only = bk_shell_run(cluster, "recover", b[0], "-dr", "-l", str(plain.ledger_id))
     assert only.returncode == 0, only.stderr
     assert [line.split(":")[0] for line in only.stdout.splitlines() if ": would copy" in line] == \
         [f"ledger {LedgerId(0, plain.ledger_id)}"]
     assert not bk.ledger_metadata(open_handle.ledger_id).is_closed
 
-    skipping = bk_shell(cluster, "recover", b[0], "-sk")
+    skipping = bk_shell_run(cluster, "recover", b[0], "-sk")
     assert skipping.returncode == 0, skipping.stderr
     assert f"skipped ledger {LedgerId(0, open_handle.ledger_id)}" in skipping.stdout
     assert bk.ledger_metadata(open_handle.ledger_id).state is LedgerState.OPEN
@@ -91,7 +69,7 @@ def test_recover_dry_run_then_recover_closed_and_open_ledgers(bk_cluster):
         assert all(b[0] not in ens for _, ens in bk.ledger_metadata(x).ensembles)
         assert_fully_replicated(bk, x)
 
-    full = bk_shell(cluster, "recover", b[0], "-d")
+    full = bk_shell_run(cluster, "recover", b[0], "-d")
     assert full.returncode == 0, full.stdout + full.stderr
     assert "1 open ledgers fenced and closed" in full.stdout
     md = bk.ledger_metadata(open_handle.ledger_id)
@@ -110,7 +88,7 @@ def test_recover_reports_what_has_no_replica_left(bk_cluster):
     lonely = closed_ledger(bk, [b[0], b[1]], 1, payloads("l", 10))
     cluster.kill_bookie(0)
     wait_for(unregistered(bk, b[0]), f"{b[0]} to leave the registration")
-    result = bk_shell(cluster, "recover", b[0], "-d")
+    result = bk_shell_run(cluster, "recover", b[0], "-d")
     assert result.returncode == 1
     assert f"NOT RECOVERED ledger {LedgerId(0, lonely.ledger_id)}" in result.stdout
     assert "on no surviving replica" in result.stdout
@@ -122,7 +100,7 @@ def test_decommission_refused_while_registered_then_waits_for_the_ledgers_to_mov
     b = [x.bookie_id for x in cluster.bookies]
     handles = [closed_ledger(bk, [b[0], b[1], b[2]], 2, payloads("d0", 20)),
                closed_ledger(bk, [b[2], b[3]], 2, payloads("d1", 20))]
-    refused = bk_shell(cluster, "decommissionbookie", "-bookieid", b[2])
+    refused = bk_shell_run(cluster, "decommissionbookie", "-bookieid", b[2])
     assert refused.returncode != 0
     assert f"bookie {b[2]} is registered as writable" in refused.stderr
     assert bk.store.read_cookie(b[2]) is not None
@@ -133,7 +111,7 @@ def test_decommission_refused_while_registered_then_waits_for_the_ledgers_to_mov
     worker = ReplicationWorker(worker_bk, LedgerUnderreplicationManager(worker_bk.store, "worker"),
                                ReplicationSettings(rw_rereplicate_backoff_ms=200)).start()
     try:
-        done = bk_shell(cluster, "decommissionbookie", "-bookieid", b[2], "--timeout", "300")
+        done = bk_shell_run(cluster, "decommissionbookie", "-bookieid", b[2], "--timeout", "300")
     finally:
         worker.shutdown()
         worker_bk.close()

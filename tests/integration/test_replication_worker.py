@@ -5,7 +5,6 @@ a write-quorum-1 ledger is reported unrecoverable once; an empty and a deleted l
 an open ledger whose writer is alive is left alone through the grace period."""
 from __future__ import annotations
 
-import threading
 
 import pytest
 
@@ -20,7 +19,7 @@ from bookie.meta.ledger_metadata import LedgerState
 from bookie.meta.ledger_underreplication_manager import FAILED, UNRECOVERABLE, LedgerUnderreplicationManager
 from bookie.proto import status
 from bookie.replication.replication_worker import ReplicationSettings, ReplicationWorker
-from tests.helpers.replication import CLIENT, assert_fully_replicated, payloads, write
+from tests.helpers.replication import CLIENT, Workers, assert_fully_replicated, payloads, write
 from tests.helpers.waiting import wait_for
 
 def closed_ledger_then_lost_bookie(bk_cluster, num_bookies: int, tag: str, entries: int = 20):
@@ -34,53 +33,6 @@ def closed_ledger_then_lost_bookie(bk_cluster, num_bookies: int, tag: str, entri
     ledger.close()
     cluster.kill_bookie(0)
     return cluster, bk, b, ledger, data
-
-
-class Workers:
-    """Replication workers, each with its own client and ZooKeeper session; records overlapping copies."""
-
-    def __init__(self, uri: str, n: int, settings: ReplicationSettings):
-        self.active: set = set()
-        self.overlaps: list = []
-        self.unrecoverable_reports: list[LedgerId] = []
-        self._lock = threading.Lock()
-        self.clients = [BookKeeper(uri, CLIENT) for _ in range(n)]
-        self.workers = [ReplicationWorker(bk, LedgerUnderreplicationManager(bk.store, f"worker-{i}"), settings)
-                        for i, bk in enumerate(self.clients)]
-        for worker in self.workers:
-            self._watch(worker)
-
-    def _watch(self, worker: ReplicationWorker) -> None:
-        replicate, report = worker.replicator.replicate, worker._report_unrecoverable
-
-        def watched_replicate(handle, fragment, targets=None):
-            with self._lock:
-                if handle.ledger in self.active:
-                    self.overlaps.append(handle.ledger)
-                self.active.add(handle.ledger)
-            try:
-                return replicate(handle, fragment, targets)
-            finally:
-                with self._lock:
-                    self.active.discard(handle.ledger)
-
-        def counted_report(ledger, exc):
-            self.unrecoverable_reports.append(ledger)
-            report(ledger, exc)
-
-        worker.replicator.replicate = watched_replicate
-        worker._report_unrecoverable = counted_report
-
-    def start(self) -> "Workers":
-        for worker in self.workers:
-            worker.start()
-        return self
-
-    def stop(self) -> None:
-        for worker in self.workers:
-            worker.shutdown()
-        for bk in self.clients:
-            bk.close()
 
 
 def test_a_lost_bookies_ledgers_come_back(bk_cluster):

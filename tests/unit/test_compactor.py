@@ -142,6 +142,25 @@ def test_compaction_copies_live_entries_and_reclaims_the_rest(make_bookie):
     check_all(again, live)
 
 
+def test_the_first_log_is_compacted_although_striped_ledgers_leave_index_holes(make_bookie):
+    """A bookie holds every other entry of a striped ledger: its index has empty slots (location 0) between
+    them. Location 0 is not a record of log 0 (it lies in the log's header): log 0 compacts like any other."""
+    bookie = make_bookie(entryLogSizeLimit=1 << 20, **HUGE)
+    striped, dead = LedgerId(0, 1), LedgerId(0, 2)
+    stripe = {e: write(bookie, striped, e, 1, size=300)[0] for e in range(0, 40, 2)}
+    write(bookie, dead, 0, 40, size=300)
+    bookie.storage.entry_logger.roll()
+    (first,) = [m for m in metas_after_deleting(bookie, {dead}) if m.entry_log_id == 0]
+    assert first.ledgers == {striped: first.remaining_size}
+    compactor = TransactionalEntryLogCompactor(bookie.storage, bookie.conf)
+    assert compactor.compact(first) > first.total_size // 2  # not skipped as "entries outside the log"
+    compactor.drain()
+    assert 0 not in bookie.storage.entry_logger.log_ids()
+    digest = DigestManager(striped, PASSWORD)
+    for eid, payload in stripe.items():
+        assert digest.verify(bookie.read_entry(striped, eid), eid)[1].tobytes() == payload
+
+
 def test_an_entry_written_again_during_compaction_keeps_its_newer_location(make_bookie):
     bookie = make_bookie(entryLogSizeLimit=16 * 1024, **HUGE)
     written = fill(bookie, ledgers=2, rounds=10)
