@@ -11,7 +11,8 @@ Options (read):
     maxEntriesPerPartition  split big fragments (default 100000)
     recover             true: recover (fence and close) open ledgers first; default: read up to the LAC.
                         Refused for a streaming read of ledgers (a stream must not fence a live writer)
-    table               ledgers | fragments | bookies: one row per ledger / fragment / bookie instead
+    table               ledgers | fragments | bookies | underreplicated: one row per ledger / fragment / bookie
+                        / under-replicated ledger (missing replicas, AutoRecovery's state and reason) instead
     filterPushdown      true: push filters on ledger_id / entry_id down (needs the Spark conf
                         spark.sql.python.filterPushdown.enabled=true)
     maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it

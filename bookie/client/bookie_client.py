@@ -208,9 +208,10 @@ class BookieClient:
         self.channel.close()
 
     def garbage_collection(self, action: int = pb.GarbageCollectionRequest.STATUS, major: bool = False,
-                           minor: bool = False) -> pb.GarbageCollectionResponse:
+                           minor: bool = False, ledger_details: bool = False) -> pb.GarbageCollectionResponse:
         """The bookie's garbage collection: its status, or force a pass / suspend / resume compaction
-        (``pb.GarbageCollectionRequest.Action``) and its status after that."""
-        request = pb.GarbageCollectionRequest(action=action, major=major, minor=minor)
+        (``pb.GarbageCollectionRequest.Action``) and its status after that. ``ledger_details``: each
+        entry log's ledgers (live and deleted-but-not-reclaimed bytes) and the log being written too."""
+        request = pb.GarbageCollectionRequest(action=action, major=major, minor=minor, ledgerDetails=ledger_details)
         what = f"garbage collection {pb.GarbageCollectionRequest.Action.Name(action)}"
         return self._call(self.stub.GarbageCollection, request, what)

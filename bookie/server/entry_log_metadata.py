@@ -26,17 +26,22 @@ class EntryLogMetadata:
     total_size: int = 0
     remaining_size: int = 0
     ledgers: dict[LedgerId, int] = field(default_factory=dict)  # bytes of each ledger still in the log
+    # Ledgers deleted since this bookie started whose bytes are still in the log: (bytes, GC pass that saw it)
+    removed: dict[LedgerId, tuple[int, int]] = field(default_factory=dict)
 
     def add_ledger_size(self, ledger: LedgerId, size: int) -> None:
         self.total_size += size
         self.remaining_size += size
         self.ledgers[ledger] = self.ledgers.get(ledger, 0) + size
 
-    def remove_ledger_if(self, dead: Callable[[LedgerId], bool]) -> list[LedgerId]:
-        """Drop the ledgers ``dead`` says are gone; returns them."""
+    def remove_ledger_if(self, dead: Callable[[LedgerId], bool], gc_pass: int = 0) -> list[LedgerId]:
+        """Drop the ledgers ``dead`` says are gone (remembered as removed at ``gc_pass``: their bytes stay
+        until the log is compacted or deleted); returns them."""
         gone = [ledger for ledger in self.ledgers if dead(ledger)]
         for ledger in gone:
-            self.remaining_size -= self.ledgers.pop(ledger)
+            size = self.ledgers.pop(ledger)
+            self.remaining_size -= size
+            self.removed[ledger] = (size, gc_pass)
         return gone
 
     def contains_ledger(self, ledger: LedgerId) -> bool:

@@ -189,6 +189,11 @@ class EntryLogger:
         with self._lock:
             return log_id in self._removed
 
+    def current_log_usage(self) -> tuple[int, int, dict[LedgerId, int]]:
+        """The log being written: its id, its size so far, and the bytes each ledger has in it."""
+        with self._lock:
+            return self.log_id, self.position, dict(self._ledgers_map)
+
     # -- writing ---------------------------------------------------------------------------------
     def add_framed(self, ledger: LedgerId, blob) -> int:
         """Append a framed batch of ``ledger``'s entries; returns the location of the batch's first byte.

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bookie.ledger_id import LedgerId
+
 
 @dataclass(frozen=True)
 class EntryLogUsage:
@@ -15,6 +17,8 @@ class EntryLogUsage:
     total_size: int
     remaining_size: int
     ledger_count: int
+    ledgers: tuple[tuple[LedgerId, int], ...] = ()  # live ledgers and their bytes in the log
+    removed: tuple[tuple[LedgerId, int, int], ...] = ()  # deleted ledgers still in it: bytes, GC pass that saw it
 
     @property
     def usage(self) -> float:

@@ -166,8 +166,10 @@ class GarbageCollectorThread(PeriodicThread):
         self.do_compaction(force, suspend_major, suspend_minor)  # 5.
         with self._lock:
             self._status.last_pass_duration_ms = int((time.time() - started) * 1000)
-            self._status.entry_logs = [EntryLogUsage(m.entry_log_id, m.total_size, m.remaining_size, len(m.ledgers))
-                                       for m in sorted(self.entry_log_meta.values(), key=lambda m: m.entry_log_id)]
+            self._status.entry_logs = [
+                EntryLogUsage(m.entry_log_id, m.total_size, m.remaining_size, len(m.ledgers), tuple(m.ledgers.items()),
+                              tuple((ledger, size, at) for ledger, (size, at) in m.removed.items()))
+                for m in sorted(self.entry_log_meta.values(), key=lambda m: m.entry_log_id)]
 
     def _phase(self, name: str, done: int = 0, total: int = 0) -> None:
         with self._lock:
@@ -212,7 +214,7 @@ class GarbageCollectorThread(PeriodicThread):
         """Drop deleted ledgers from each log's metadata; remove the logs left with none."""
         exists = self.storage.ledger_exists
         for log_id, meta in sorted(self.entry_log_meta.items()):
-            meta.remove_ledger_if(lambda ledger: not exists(ledger))
+            meta.remove_ledger_if(lambda ledger: not exists(ledger), self._status.passes + 1)
             if meta.is_empty:
                 self._remove_entry_log(log_id)
 

@@ -362,10 +362,33 @@ class BookieServicer(pb_grpc.BookieServicer):
         elif request.action != Action.STATUS:
             return pb.GarbageCollectionResponse(status=status.EBADREQ, message=(
                 f"unknown action {request.action}; allowed: {', '.join(Action.Action.keys())}"))
-        return garbage_collection_response(gc.status(), forced)
+        response = garbage_collection_response(gc.status(), forced, request.ledgerDetails)
+        response.minorCompactionThreshold = gc.conf["minorCompactionThreshold"]
+        response.majorCompactionThreshold = gc.conf["majorCompactionThreshold"]
+        response.gcWaitTimeMs = gc.conf["gcWaitTime"]
+        if request.ledgerDetails:
+            log_id, size, ledgers = self.bookie.storage.entry_logger.current_log_usage()
+            response.currentEntryLog.CopyFrom(pb.EntryLogUsage(
+                entryLogId=log_id, totalSize=size, remainingSize=size, ledgerCount=len(ledgers),
+                ledgers=[_ledger_bytes(ledger, n) for ledger, n in ledgers.items()]))
+        return response
 
 
-def garbage_collection_response(gc: GarbageCollectionStatus, forced_pass: int = 0) -> pb.GarbageCollectionResponse:
+def _ledger_bytes(ledger: LedgerId, size: int, deleted_at_pass: int = 0) -> pb.LedgerBytes:
+    return pb.LedgerBytes(scopeId=ledger.scope_id, ledgerId=ledger.ledger_id, bytes=size, deletedAtPass=deleted_at_pass)
+
+
+def _entry_log_usage(u, details: bool) -> pb.EntryLogUsage:
+    usage = pb.EntryLogUsage(entryLogId=u.entry_log_id, totalSize=u.total_size, remainingSize=u.remaining_size,
+                             ledgerCount=u.ledger_count)
+    if details:
+        usage.ledgers.extend(_ledger_bytes(ledger, n) for ledger, n in u.ledgers)
+        usage.ledgers.extend(_ledger_bytes(ledger, n, at) for ledger, n, at in u.removed)
+    return usage
+
+
+def garbage_collection_response(gc: GarbageCollectionStatus, forced_pass: int = 0,
+                                details: bool = False) -> pb.GarbageCollectionResponse:
     return pb.GarbageCollectionResponse(
         status=status.EOK, forcedPass=forced_pass, forceCompacting=gc.force_compacting,
         majorCompacting=gc.major_compacting, minorCompacting=gc.minor_compacting,
@@ -374,8 +397,7 @@ def garbage_collection_response(gc: GarbageCollectionStatus, forced_pass: int = 
         lastMajorCompactionMs=gc.last_major_compaction_ms, lastMinorCompactionMs=gc.last_minor_compaction_ms,
         majorCompactionCount=gc.major_compaction_count, minorCompactionCount=gc.minor_compaction_count,
         ledgersDeleted=gc.ledgers_deleted, entryLogsDeleted=gc.entry_logs_deleted, bytesReclaimed=gc.bytes_reclaimed,
-        entryLogs=[pb.EntryLogUsage(entryLogId=u.entry_log_id, totalSize=u.total_size, remainingSize=u.remaining_size,
-                                    ledgerCount=u.ledger_count) for u in gc.entry_logs],
+        entryLogs=[_entry_log_usage(u, details) for u in gc.entry_logs],
         skipped=[pb.SkippedEntryLog(entryLogId=k.entry_log_id, path=k.path, reason=k.reason) for k in gc.skipped],
         passRunning=gc.pass_running, phase=gc.phase, phaseDone=gc.phase_done, phaseTotal=gc.phase_total)
 

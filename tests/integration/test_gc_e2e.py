@@ -154,3 +154,34 @@ def test_a_log_left_without_ledgers_map_and_corrupt_mid_records_is_skipped(bk_cl
         assert f.read() == damaged
     client = bk.bookie_client(bookie.bookie_id)  # the ledger is still here (entry 1's record is the damaged one)
     assert [client.read_entry(handle.ledger, e).status for e in (0, 49)] == [status.EOK, status.EOK]
+
+
+def test_ledger_details_show_live_and_deleted_bytes_per_log_and_the_log_being_written(bk_cluster):
+    """What the audit tables read from a bookie: each finished log's ledgers (live, and deleted ones whose bytes
+    wait for compaction, with the pass that noticed them), the log being written, and the GC settings."""
+    c, bk = bk_cluster(1, minorCompactionThreshold=0.0, majorCompactionThreshold=0.0, **NO_TIMED_PASS)
+    bookie = c.bookies[0].bookie_id
+    dead, live = write(bk, 20, b"d" * ENTRY), write(bk, 10, b"l" * ENTRY)
+    for handle in (dead, live):
+        handle.close()
+    client = bk.bookie_client(bookie)
+    current = client.garbage_collection(ledger_details=True).currentEntryLog
+    held = {(lb.scopeId, lb.ledgerId): lb.bytes for lb in current.ledgers}
+    assert held.keys() == {tuple(dead.ledger), tuple(live.ledger)} and all(n > 10 * ENTRY for n in held.values())
+    assert current.totalSize > sum(held.values())  # the log's header too
+    forced_pass(bk, bookie)  # no log is finished yet: nothing for GC to look at
+    c.kill_bookie(0, signal.SIGTERM)  # a restart rolls the log: the ledgers' bytes are in a finished log now
+    c.start_bookie(0)
+    bk.delete_ledger(dead.ledger)
+    state = forced_pass(bk, c.bookies[0].bookie_id)
+    details = bk.bookie_client(bookie).garbage_collection(ledger_details=True)
+    assert (details.minorCompactionThreshold, details.majorCompactionThreshold, details.gcWaitTimeMs) == \
+        (0.0, 0.0, NO_TIMED_PASS["gcWaitTime"])
+    (log,) = [u for u in details.entryLogs if any(lb.ledgerId == live.ledger.ledger_id for lb in u.ledgers)]
+    by_ledger = {lb.ledgerId: lb for lb in log.ledgers}
+    assert by_ledger[live.ledger.ledger_id].deletedAtPass == 0
+    assert by_ledger[dead.ledger.ledger_id].deletedAtPass == state.passes  # noticed by the pass just run
+    assert by_ledger[live.ledger.ledger_id].bytes == held[tuple(live.ledger)]
+    assert by_ledger[dead.ledger.ledger_id].bytes == held[tuple(dead.ledger)]
+    assert log.remainingSize == by_ledger[live.ledger.ledger_id].bytes  # thresholds 0: nothing compacted
+    assert all(not u.ledgers for u in bk.bookie_client(bookie).garbage_collection().entryLogs)  # only on request
