@@ -8,7 +8,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["spark_bookkeeper*", "pyspark_bookkeeper*", "bookie*", "jobs*"]),
+    packages=find_packages(include=["spark_bookkeeper*", "pyspark_bookkeeper*", "bookie*"]),  # jobs/: scripts, not a package
     install_requires=[
         "pyspark>=4.3,<4.4",
         "pyarrow>=17,<30",
@@ -18,6 +18,7 @@ setup(
         "protobuf>=7.35.1,<8",  # ... and the protobuf gencode version
         "crc32c>=2.4,<3",  # C CRC32C (SSE4.2 when the CPU has it)
         "tqdm>=4.60,<5",  # progress of long shell commands and benchmarks
+        "matplotlib>=3.8,<4",  # the audit jobs' report plots
     ],
     extras_require={
         "test": [
@@ -25,6 +26,9 @@ setup(
             "pytest-timeout>=2.2,<3",
             "chispa>=0.10,<1",
             "grpcio-tools>=1.85.1,<2",
+            "nbclient>=0.10,<1",  # the notebooks run in the test suite
+            "nbformat>=5.10,<6",
+            "ipykernel>=6.29,<8",
         ],
     },
     entry_points={"console_scripts": ["bk=bookie.cli.main:main"]},

@@ -1,1 +1,0 @@
-"""Scheduled Spark jobs (audits)."""
