@@ -131,6 +131,28 @@ def test_adds_past_the_largest_entry_id_are_refused_and_the_bookie_checkpoints_a
     assert availability.decode(client.list_entries(ledger).availabilityOfEntriesOfLedger) == [0, 1, MAX_ENTRY_ID]
 
 
+def test_a_read_past_the_largest_entry_id_is_no_such_entry_when_the_index_file_reaches_far(one_bookie):
+    """Reads of entries 2^62 and 2^63-1 from a ledger whose index file holds entries past 2^30 (slots more
+    than 8 GiB into the sparse file), answered from the index file after a checkpoint and after a
+    restart: 'no such entry', not EIO (the slot offset of such an id does not fit a C long)."""
+    c, client = one_bookie
+    ledger = LedgerId(0, 55)
+    stored = [0, 1, 2 ** 30, 2 ** 36]
+    assert client.add(ledger, KEY, framed(ledger, stored)).result(10).status == status.EOK
+    index = index_path(c.bookies[0].ledger_dir, ledger)
+    wait_for(lambda: os.path.exists(index) and os.path.getsize(index) > 8 * 2 ** 36,
+             "a checkpoint wrote the far slots to the index file")
+    for when in ("after a checkpoint", "after a restart"):
+        for eid in (2 ** 62, 2 ** 63 - 1):
+            answer = client.read_entry(ledger, eid)
+            assert answer.status == status.ENOENTRY, f"{when}: entry {eid}: {answer.status} {answer.message}"
+        assert _range_ids(client, ledger, 2 ** 62, 2 ** 63 - 1) == []
+        assert _range_ids(client, ledger, 2 ** 36, 2 ** 63 - 1) == [2 ** 36]
+        assert [client.read_entry(ledger, e).status for e in stored] == [status.EOK] * len(stored)
+        if when == "after a checkpoint":
+            _restart(c, client)
+
+
 @pytest.mark.parametrize("far", [2 ** 24 + 5, 2 ** 36 + 3, MAX_ENTRY_ID])
 def test_listing_and_range_reads_cost_what_the_ledger_holds(make_bookie, far):
     """A ledger with entries 0..9 and one far away: listing and range reads load a handful of index

@@ -214,6 +214,34 @@ def test_recovery_of_an_unconfirmed_tail_larger_than_a_bookie_message(bk_cluster
         assert [e.payload for e in rh.read(390, 399)] == payloads[390:]
 
 
+def test_recovery_re_adds_a_tail_of_small_messages_that_is_larger_than_one_message(bk_cluster):
+    """Each of the writer's messages is within a bookie's limit, but three 4 MB batches framed while
+    nothing could be acknowledged (the bookies held by SIGSTOP) all carry LAC 99: the tail recovery
+    re-adds is 12 MB, more than one message. The writer's client then closes without closing the
+    ledger; recovery closes it at the last acknowledged entry, every entry readable."""
+    c, bk = bk_cluster(3)
+    writer = bk.create_ledger(3, 3, 2, password=PW)
+    payloads = [bytes([i % 256]) * 40_000 for i in range(400)]
+    assert writer.append_batch(payloads[:100]).result(DEADLINE) == range(0, 100)
+    for b in c.bookies:
+        signal_bookie(c, b.index, signal.SIGSTOP)
+    try:  # entries are framed with the writer's LAC when appended: 99 for all three batches
+        futures = [writer.append_batch(payloads[k:k + 100]) for k in (100, 200, 300)]
+    finally:
+        for b in c.bookies:
+            signal_bookie(c, b.index, signal.SIGCONT)
+    assert [f.result(DEADLINE) for f in futures] == [range(100, 200), range(200, 300), range(300, 400)]
+    assert writer.last_add_confirmed == 399
+    bk.close()  # the writer dies: its client goes, the ledger stays open
+    with BookKeeper(c.metadata_service_uri) as other:
+        assert other.open_ledger(writer.ledger_id, password=PW, recovery=False).last_add_confirmed == 99
+        rh = other.open_ledger(writer.ledger_id, password=PW, recovery=True)
+        assert rh.metadata.state is LedgerState.CLOSED
+        assert (rh.metadata.last_entry_id, rh.metadata.length) == (399, 16_000_000)
+        for first in range(0, 400, 100):
+            assert [e.payload for e in rh.read(first, first + 99)] == payloads[first:first + 100]
+
+
 def test_recovery_without_enough_bookies_names_what_it_needs_and_leaves_the_ledger_readable(bk_cluster):
     c, bk = bk_cluster(4)
     writer = bk.create_ledger(3, 3, 2, password=PW)
