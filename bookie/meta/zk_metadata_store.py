@@ -16,11 +16,12 @@ from kazoo.retry import KazooRetry
 from bookie.exceptions import (BKLedgerExistException, BKMetadataSerializationException,
                                BKMetadataVersionException, BKNoSuchLedgerExistsOnMetadataServerException,
                                BKZKConnectionLossException, BKZKException)
-from bookie.ledger_id import MAX_ID, LedgerId
+from bookie.ledger_id import LedgerId
 from bookie.meta import layout
 from bookie.meta import ledger_metadata
 from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
+from bookie.meta.ledger_range_iterator import LedgerRangeIterator
 from bookie.meta.metadata_store import LedgerRange, MetadataStore, Versioned
 from bookie.meta.service_uri import MetadataServiceUri
 
@@ -178,72 +179,10 @@ class ZKMetadataStore(MetadataStore):
                 yield from (LedgerId(scope, i) for i in sorted(ledger_range.ledgers))
 
     def ledger_ranges(self, scope_id: int = 0) -> Iterator[LedgerRange]:
-        """One getChildren per leaf of the tree (and one per inner node on the way), in id order."""
-        if scope_id != 0:
-            scope = LedgerId(scope_id, 0).qualified_name
-            yield from self._scoped_ranges(scope_id, [scope[i: i + 4] for i in range(0, 16, 4)])
-            return
-        manager = self.manager
-        top = sorted(self._children(self.root))
-        if manager == "flat":
-            ids = frozenset(int(n[1:]) for n in top if n.startswith(layout.LEDGER_NODE_PREFIX) and n[1:].isdigit())
-            yield LedgerRange(0, 0, MAX_ID, ids)
-            return
-        if manager == "hierarchical":  # ids below MAX_SHORT_ID in the 2/4/4 tree, larger ones in the long one
-            yield from self._digit_ranges(top, 2, 1, 0, layout.MAX_SHORT_ID - 1)
-            yield from self._digit_ranges(top, 3, 3, layout.MAX_SHORT_ID, MAX_ID)
-        else:
-            yield from self._digit_ranges(top, 3, 3, 0, MAX_ID)
-
-    def _digit_ranges(self, top: list[str], width: int, inner_levels: int, lowest: int,
-                      highest: int) -> Iterator[LedgerRange]:
-        """Leaves of a decimal tree whose first level has ``width`` digits and the others four; a leaf
-        ``<digits>`` holds the ids ``<digits>0000 .. <digits>9999`` (clipped to ``[lowest, highest]``)."""
-        def walk(path: str, digits: str, levels_left: int) -> Iterator[LedgerRange]:
-            children = sorted(c for c in self._children(path) if len(c) == 4 and c.isdigit())
-            for child in children:
-                if levels_left > 1:
-                    yield from walk(f"{path}/{child}", digits + child, levels_left - 1)
-                    continue
-                leaf = digits + child
-                start, end = max(lowest, int(leaf) * 10000), min(highest, int(leaf) * 10000 + 9999)
-                if start > end:
-                    continue  # a stray node where no id of this tree can be
-                names = self._children(f"{path}/{child}")
-                yield LedgerRange(0, start, end, frozenset(
-                    int(leaf + n[1:]) for n in names if n.startswith(layout.LEDGER_NODE_PREFIX) and n[1:].isdigit()))
-
-        for level1 in (n for n in top if len(n) == width and n.isdigit()):
-            yield from walk(f"{self.root}/{level1}", level1, inner_levels)
-
-    def _scoped_ranges(self, scope_id: int, scope_parts: list[str]) -> Iterator[LedgerRange]:
-        """Leaves of a scope's subtree ``scoped/<4 scope levels>/<3 id levels>/L<last 4 hex digits>``."""
-        base = "/".join([self.root, layout.SCOPED, *scope_parts])
-
-        def walk(path: str, digits: str, levels_left: int) -> Iterator[LedgerRange]:
-            for child in sorted(c for c in self._children(path) if len(c) == 4):
-                if levels_left > 1:
-                    yield from walk(f"{path}/{child}", digits + child, levels_left - 1)
-                    continue
-                start = int(digits + child, 16) << 16
-                names = self._children(f"{path}/{child}")
-                yield LedgerRange(scope_id, start, start + 0xFFFF, frozenset(
-                    start + int(n[1:], 16) for n in names if n.startswith(layout.LEDGER_NODE_PREFIX)))
-
-        yield from walk(base, "", 3)
+        return LedgerRangeIterator(self._children, self.root, self.manager).ranges(scope_id)
 
     def scopes(self) -> list[int]:
-        found = []
-
-        def walk(path: str, digits: str, level: int) -> None:
-            for child in sorted(self._children(path)):
-                if level == 3:
-                    found.append(int(digits + child, 16))
-                else:
-                    walk(f"{path}/{child}", digits + child, level + 1)
-
-        walk(self._path(layout.SCOPED), "", 0)
-        return found
+        return LedgerRangeIterator(self._children, self.root, self.manager).scopes()
 
     def sync(self) -> None:
         try:
