@@ -12,7 +12,11 @@ Options (read):
     recover             true: recover (fence and close) open ledgers first; default: read up to the LAC.
                         Refused for a streaming read of ledgers (a stream must not fence a live writer)
     table               ledgers | fragments | bookies | underreplicated: one row per ledger / fragment / bookie
-                        / under-replicated ledger (missing replicas, AutoRecovery's state and reason) instead
+                        / under-replicated ledger (missing replicas, AutoRecovery's state and reason) instead;
+                        entrylogs | bookie_ledgers: asked of each bookie by the executors (bookie_tables.py),
+                        one row per entry log (usage, compaction candidates) / per ledger on a bookie
+                        (entries listed against the striping, live and deleted bytes); a bookie that does
+                        not answer gives rows with status "unavailable"
     filterPushdown      true: push filters on ledger_id / entry_id down (needs the Spark conf
                         spark.sql.python.filterPushdown.enabled=true)
     maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it
@@ -35,6 +39,8 @@ Example::
         .option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers").option("log", "events").save()
     spark.read.format("bookkeeper").option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers") \\
         .option("log", "events").load().show()
+    spark.read.format("bookkeeper").option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers") \\
+        .option("table", "entrylogs").load().where("minor_compaction_candidate").show()
 """
 from __future__ import annotations
 
@@ -42,7 +48,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from spark_bookkeeper import tables
+from spark_bookkeeper import bookie_tables, tables
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions, WriteOptions
 
 READ_SCHEMA = "ledger_id long, entry_id long, payload binary"
@@ -57,6 +63,8 @@ class BookKeeperDataSource(DataSource):
 
     def schema(self):
         opts = ReadOptions.parse(self.options)
+        if opts.table in bookie_tables.SCHEMAS:
+            return bookie_tables.SCHEMAS[opts.table]
         if opts.table:
             return tables.SCHEMAS[opts.table]
         from spark_bookkeeper.reader import check_selection
@@ -65,6 +73,8 @@ class BookKeeperDataSource(DataSource):
 
     def reader(self, schema: StructType):
         opts = ReadOptions.parse(self.options)
+        if opts.table in bookie_tables.SCHEMAS:
+            return bookie_tables.BookieTableReader(opts)
         if opts.table:
             return tables.TableReader(opts)
         from spark_bookkeeper.reader import BookKeeperReader, PushdownBookKeeperReader

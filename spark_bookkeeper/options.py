@@ -21,7 +21,7 @@ READ_OPTIONS = ["metadataServiceUri", "log", "ledgers", "scope", "password", "di
 WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ackQuorum", "digest", "password",
                  "zkConnectTimeout", "writerId", "batchId", "checkpointLocation", "path", "retentionSegments",
                  "retentionMs"]
-TABLES = ("ledgers", "fragments", "bookies", "underreplicated")
+TABLES = ("ledgers", "fragments", "bookies", "underreplicated", "entrylogs", "bookie_ledgers")
 EARLIEST, LATEST = "earliest", "latest"  # startingOffsets, as Kafka's source names them
 
 

@@ -48,3 +48,30 @@ def decode(data: bytes) -> list[int]:
         for start in range(first, last + 1, period or 1):
             ids.extend(range(start, start + size))
     return ids
+
+
+GROUPS = np.dtype([("first", ">i8"), ("last", ">i8"), ("size", ">i4"), ("period", ">i4")])
+
+
+def _groups(data: bytes) -> np.ndarray:
+    version, count = HEADER.unpack_from(data, 0)
+    if version != VERSION:
+        raise ValueError(f"AvailabilityOfEntriesOfLedger version {version} is not supported")
+    return np.frombuffer(data, dtype=GROUPS, count=count, offset=HEADER_SIZE)
+
+
+def count(data: bytes) -> int:
+    """How many entry ids the encoding lists, without listing them."""
+    g = _groups(data)
+    period = np.maximum(g["period"].astype(np.int64), 1)
+    runs = (g["last"] - g["first"]) // period + 1
+    return int((runs * g["size"]).sum())
+
+
+def ids_array(data: bytes) -> np.ndarray:
+    """The entry ids as a sorted int64 array (``decode`` without a Python int per id)."""
+    parts = [np.empty(0, dtype=np.int64)]
+    for first, last, size, period in _groups(data).tolist():
+        starts = np.arange(first, last + 1, period or 1, dtype=np.int64)
+        parts.append((starts[:, None] + np.arange(size, dtype=np.int64)).ravel())
+    return np.concatenate(parts)

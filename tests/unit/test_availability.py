@@ -17,3 +17,11 @@ def test_a_group_of_one_run_has_period_zero_in_javas_encoding():
 def test_decode_reads_what_encode_writes():
     ids = [1, 2, 3, 9, 11, 12, 14, 15, 17, 18, 40]
     assert availability.decode(availability.encode(ids)) == ids
+
+
+def test_count_and_ids_array_agree_with_decode():
+    for data in (java_encoded((0, 0, 5, 0), (7, 13, 2, 3)), availability.encode([1, 2, 3, 9, 11, 12, 40]),
+                 availability.encode([])):
+        ids = availability.decode(data)
+        assert availability.count(data) == len(ids)
+        assert availability.ids_array(data).tolist() == ids

@@ -1,0 +1,284 @@
+"""Per-bookie tables: ``.option("table", "entrylogs" | "bookie_ledgers")``, one partition per bookie, each
+executor asking its bookie directly.
+
+The driver lists the bookies (registered writable and read-only, and the bookies the ledger metadata names
+that are not registered: lost) and, for ``bookie_ledgers``, what the metadata says each bookie should hold
+(ledger state, the striping's inputs, the fragments it is a member of). Executors never use ZooKeeper: the
+partition carries the bookie's BookieServiceInfo and that summary.
+
+- ``entrylogs``: the bookie's GarbageCollection status (this project's bookies only): each entry log as its
+  garbage collector last described it, the logs it skipped as unreadable, and the log being written.
+- ``bookie_ledgers``: per ledger, the entries the bookie lists (GetListOfEntriesOfLedger, which stock
+  BookKeeper bookies answer too) against the entries the striping says it must hold
+  (RoundRobinDistributionSchedule), and the ledger's live and deleted-not-reclaimed bytes in its entry logs.
+
+A bookie that does not answer gives rows saying so (status ``unavailable``), never a failed job.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from bookie.client.bookie_client import BookieClient
+from bookie.exceptions import BKException
+from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import BookieServiceInfo
+from bookie.meta.ledger_metadata import LedgerState
+from bookie.proto import availability, status
+from bookie.proto import bookkeeper_pb2 as pb
+from spark_bookkeeper import connections
+from spark_bookkeeper.options import ReadOptions
+
+SCHEMAS = {
+    "entrylogs": ("bookie_id string, entry_log_id long, total_bytes long, remaining_bytes long, usage double, "
+                  "ledgers int, deleted_ledgers int, being_written boolean, minor_compaction_candidate boolean, "
+                  "major_compaction_candidate boolean, status string, error string"),
+    "bookie_ledgers": ("bookie_id string, scope_id long, ledger_id long, in_metadata boolean, expected_entries long, "
+                       "entries long, missing_entries long, short_fragments array<int>, bytes long, "
+                       "deleted_bytes long, deleted_at_pass long, gc_passes long, status string, error string"),
+}
+OK, SKIPPED, UNAVAILABLE, UNSUPPORTED, PARTIAL = "ok", "skipped", "unavailable", "unsupported", "partial"
+NOT_REGISTERED = "not registered (the ledger metadata names it, but it is neither writable nor read-only: lost?)"
+NO_GC_STATE = ("a stock BookKeeper bookie: its protocol has no garbage-collection state (entry logs, "
+               "bytes per ledger)")
+
+
+@dataclass(frozen=True)
+class LedgerOnBookie:
+    """What the metadata says of one ledger on one bookie: the striping's inputs and, for a closed ledger,
+    the fragments the bookie is a member of: (fragment index, first entry, last entry, member index)."""
+
+    scope_id: int
+    ledger_id: int
+    closed: bool
+    ensemble_size: int
+    write_quorum: int
+    fragments: tuple[tuple[int, int, int, int], ...] = ()
+
+    def expected(self) -> tuple[list[np.ndarray], int]:
+        """The entry ids of each fragment the bookie must hold (RoundRobinDistributionSchedule), and their count."""
+        out = []
+        for _, first, last, member in self.fragments:
+            ids = np.arange(first, last + 1, dtype=np.int64)
+            out.append(ids[(member - ids) % self.ensemble_size < self.write_quorum])
+        return out, sum(len(ids) for ids in out)
+
+
+@dataclass
+class BookiePartition(InputPartition):
+    """One bookie: its registration (None if not registered) and, for bookie_ledgers, the ledgers the metadata
+    puts on it and every ledger the metadata has (key → closed), to tell orphans from ledgers moved away."""
+
+    bookie: str
+    info: BookieServiceInfo | None
+    registered: bool
+    ledgers: list[LedgerOnBookie] = field(default_factory=list)
+    known: dict[tuple[int, int], bool] = field(default_factory=dict)
+    scope: int | None = None  # option scope: only that scope's ledgers
+
+
+def on_bookies(ledger: LedgerId, md) -> dict[str, LedgerOnBookie]:
+    """Each bookie the ledger's metadata names → what it should hold of that ledger."""
+    closed = md.state == LedgerState.CLOSED
+    fragments: dict[str, list[tuple[int, int, int, int]]] = {}
+    for index, (first, last, ensemble) in enumerate(md.fragments()):
+        for member, bookie in enumerate(ensemble):
+            frags = fragments.setdefault(bookie, [])
+            if closed and last >= first:  # an empty fragment (closed at its first entry) holds nothing
+                frags.append((index, first, last, member))
+    return {bookie: LedgerOnBookie(ledger.scope_id, ledger.ledger_id, closed, md.ensemble_size,
+                                   md.write_quorum_size, tuple(frags))
+            for bookie, frags in fragments.items()}
+
+
+def plan(opts: ReadOptions) -> list[BookiePartition]:
+    """The driver's part: every bookie, registered or named by the metadata, with what each needs."""
+    bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+    registered = list(dict.fromkeys(bk.writable_bookies() + bk.readonly_bookies()))
+    on_bookie: dict[str, list[LedgerOnBookie]] = {b: [] for b in registered}
+    known: dict[tuple[int, int], bool] = {}
+    for ledger in bk.list_ledgers(opts.scope):
+        try:
+            md = bk.store.read_ledger(ledger).value
+        except BKException:  # deleted while listing
+            continue
+        known[tuple(ledger)] = md.state == LedgerState.CLOSED
+        for bookie, summary in on_bookies(ledger, md).items():
+            on_bookie.setdefault(bookie, []).append(summary)
+    with_ledgers = opts.table == "bookie_ledgers"
+    return [BookiePartition(bookie, bk.store.bookie_service_info(bookie) if bookie in registered else None,
+                            bookie in registered, ledgers if with_ledgers else [], known if with_ledgers else {},
+                            opts.scope)
+            for bookie, ledgers in sorted(on_bookie.items())]
+
+
+# -- entrylogs ----------------------------------------------------------------------------------------
+def entrylog_rows(bookie: str, state: pb.GarbageCollectionResponse) -> list[tuple]:
+    """One row per entry log of the bookie's GC status, its skipped logs and the log being written."""
+    out = []
+    thresholds = (("minor", state.minorCompactionThreshold, state.minorCompactionSuspended),
+                  ("major", state.majorCompactionThreshold, state.majorCompactionSuspended))
+    skipped_ids = {skipped.entryLogId for skipped in state.skipped}
+    for log in state.entryLogs:
+        if log.entryLogId in skipped_ids:  # found corrupt since it was described: its skipped row says so
+            continue
+        usage = log.remainingSize / log.totalSize if log.totalSize > 0 else 0.0
+        minor, major = (threshold > 0 and usage < threshold and not suspended for _, threshold, suspended in thresholds)
+        deleted = sum(1 for ledger in log.ledgers if ledger.deletedAtPass)
+        out.append((bookie, log.entryLogId, log.totalSize, log.remainingSize, usage, log.ledgerCount, deleted,
+                    False, minor, major, OK, None))
+    for skipped in state.skipped:
+        out.append((bookie, skipped.entryLogId, None, None, None, None, None, False, False, False, SKIPPED,
+                    f"{skipped.path}: {skipped.reason}"))
+    current = state.currentEntryLog
+    if state.HasField("currentEntryLog"):
+        usage = 1.0 if current.totalSize > 0 else None  # nothing in it is collected yet
+        out.append((bookie, current.entryLogId, current.totalSize, current.remainingSize, usage, current.ledgerCount,
+                    0, True, False, False, OK, None))
+    return out
+
+
+def read_entrylogs(partition: BookiePartition):
+    bookie = partition.bookie
+    if not partition.registered:
+        return [(bookie, *([None] * 9), UNAVAILABLE, NOT_REGISTERED)]
+    try:
+        client = connections.worker_clients().bookie_client(bookie, partition.info)
+        if not isinstance(client, BookieClient):
+            return [(bookie, *([None] * 9), UNSUPPORTED, NO_GC_STATE)]
+        state = client.garbage_collection(ledger_details=True)
+    except BKException as exc:
+        return [(bookie, *([None] * 9), UNAVAILABLE, f"{type(exc).__name__}: {exc}")]
+    if state.status != status.EOK:
+        return [(bookie, *([None] * 9), UNAVAILABLE,
+                 f"garbage collection status: {status.name_of(state.status)} {state.message}")]
+    return entrylog_rows(bookie, state)
+
+
+# -- bookie_ledgers -----------------------------------------------------------------------------------
+@dataclass
+class HeldBytes:
+    """A ledger's bytes in one bookie's entry logs."""
+
+    live: int = 0
+    deleted: int = 0
+    deleted_at_pass: int | None = None  # the first GC pass that saw it deleted
+
+
+def held_bytes(state: pb.GarbageCollectionResponse) -> dict[tuple[int, int], HeldBytes]:
+    """Per ledger: live bytes (logs GC described, and the log being written), deleted-not-reclaimed bytes."""
+    out: dict[tuple[int, int], HeldBytes] = {}
+    logs = list(state.entryLogs) + ([state.currentEntryLog] if state.HasField("currentEntryLog") else [])
+    for log in logs:
+        for ledger in log.ledgers:
+            held = out.setdefault((ledger.scopeId, ledger.ledgerId), HeldBytes())
+            if ledger.deletedAtPass:
+                held.deleted += ledger.bytes
+                held.deleted_at_pass = min(held.deleted_at_pass or ledger.deletedAtPass, ledger.deletedAtPass)
+            else:
+                held.live += ledger.bytes
+    return out
+
+
+class EntryLister:
+    """GetListOfEntriesOfLedger on one bookie for many ledgers; once the bookie stops answering, the rest are
+    not asked (each would wait out its own timeout) and say why."""
+
+    def __init__(self, client):
+        self.client = client
+        self.gone: str | None = None
+
+    def __call__(self, key: tuple[int, int]) -> np.ndarray | str:
+        """The entry ids the bookie lists for the ledger (empty if it has no such ledger), or what failed."""
+        if self.gone is not None:
+            return self.gone
+        try:
+            response = self.client.list_entries(LedgerId(*key))
+        except BKException as exc:
+            self.gone = f"list of entries: {type(exc).__name__}: {exc}"
+            return self.gone
+        if response.status == status.ENOLEDGER:
+            return np.empty(0, dtype=np.int64)
+        if response.status != status.EOK:
+            return f"list of entries: {status.name_of(response.status)} {response.message}".rstrip()
+        return availability.ids_array(response.availabilityOfEntriesOfLedger)
+
+
+def compare(ledger: LedgerOnBookie | None, stored: np.ndarray | None) -> tuple[int | None, int | None, list[int] | None]:
+    """expected_entries, missing_entries, short_fragments; None for an open ledger or what is not known."""
+    if ledger is None or not ledger.closed:
+        return None, None, None
+    expected, total = ledger.expected()
+    if stored is None:
+        return total, None, None
+    missing, short = 0, []
+    for (index, *_), ids in zip(ledger.fragments, expected):
+        lacking = len(ids) - int(np.count_nonzero(np.isin(ids, stored, assume_unique=True)))
+        if lacking:
+            missing += lacking
+            short.append(index)
+    return total, missing, short
+
+
+def read_bookie_ledgers(partition: BookiePartition):
+    bookie = partition.bookie
+
+    def unavailable(error: str):
+        for ledger in partition.ledgers:
+            yield (bookie, ledger.scope_id, ledger.ledger_id, True, compare(ledger, None)[0], None, None, None, None,
+                   None, None, None, UNAVAILABLE, error)
+
+    if not partition.registered:
+        yield from unavailable(NOT_REGISTERED)
+        return
+    try:
+        client = connections.worker_clients().bookie_client(bookie, partition.info)
+        state = client.garbage_collection(ledger_details=True) if isinstance(client, BookieClient) else None
+    except BKException as exc:
+        yield from unavailable(f"{type(exc).__name__}: {exc}")
+        return
+    if state is None:
+        held, gc_error = {}, NO_GC_STATE
+    elif state.status != status.EOK:  # one of our bookies without a garbage collector
+        held, gc_error = {}, f"garbage collection status: {status.name_of(state.status)} {state.message}"
+    else:
+        held, gc_error = held_bytes(state), None
+    named = {(ledger.scope_id, ledger.ledger_id): ledger for ledger in partition.ledgers}
+    # Ledgers whose bytes are here but whose metadata does not name this bookie: orphans, or copies left behind.
+    keys = list(named) + [key for key in held if key not in named and partition.scope in (None, key[0])]
+    lists = connections.worker_clients().executor.map(EntryLister(client), keys)
+    gc_passes = state.passes if gc_error is None else None
+    for key, stored in zip(keys, lists):
+        ledger = named.get(key)
+        if ledger is None and partition.known.get(key):  # closed, and the metadata puts none of it here
+            ledger = LedgerOnBookie(*key, closed=True, ensemble_size=1, write_quorum=1)
+        row_status, error = (PARTIAL, gc_error) if gc_error else (OK, None)
+        if isinstance(stored, str):
+            row_status, error, stored = UNAVAILABLE, "; ".join(filter(None, (stored, gc_error))), None
+        expected, missing, short = compare(ledger, stored)
+        if gc_error:
+            live = deleted = at = None
+        else:
+            b = held.get(key, HeldBytes())
+            live, deleted, at = b.live, b.deleted, b.deleted_at_pass
+        yield (bookie, key[0], key[1], key in named or key in partition.known, expected,
+               len(stored) if stored is not None else None, missing, short, live, deleted, at, gc_passes,
+               row_status, error)
+
+
+class BookieTableReader(DataSourceReader):
+    """``table=entrylogs`` or ``table=bookie_ledgers``: one partition per bookie."""
+
+    def __init__(self, opts: ReadOptions):
+        self.opts = opts
+
+    def partitions(self):
+        return plan(self.opts)
+
+    def read(self, partition: BookiePartition):
+        if self.opts.table == "entrylogs":
+            yield from read_entrylogs(partition)
+        else:
+            yield from read_bookie_ledgers(partition)
