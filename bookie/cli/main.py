@@ -10,8 +10,8 @@ import logging
 import os
 import sys
 
-from bookie.cli import (autorecovery_commands, gc_commands, ledger_commands, log_commands, recovery_commands,
-                        server_commands, storage_commands)
+from bookie.cli import (audit_commands, autorecovery_commands, gc_commands, ledger_commands, log_commands,
+                        recovery_commands, server_commands, storage_commands)
 from bookie.exceptions import BKException
 from bookie.server.conf import ServerConfiguration
 
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     server_commands.register_top(commands, add_conf_args)
     autorecovery_commands.register_top(commands, add_uri_args)
+    audit_commands.register_top(commands, add_uri_args)
     shell = commands.add_parser("shell", help="operator commands (BookKeeper's bookkeeper shell)")
     shell_commands = shell.add_subparsers(dest="shell_command", required=True)
     storage_commands.register(shell_commands, add_conf_args)

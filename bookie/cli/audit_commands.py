@@ -1,0 +1,44 @@
+"""``bk audit storage|replication``: the Spark audit jobs (spark_bookkeeper.audit) from the ``bk`` command, on a
+local Spark unless --master says otherwise. The exit code is the job's: 0 nothing at risk, 3 data at risk, 2 bad
+arguments or no cluster.
+
+Every other ``bk`` command starts without importing Spark: the audit's own arguments are parsed when the
+command runs (``bk audit storage --help`` lists them).
+"""
+from __future__ import annotations
+
+import argparse
+
+AUDITS = {"storage": "live vs garbage bytes per bookie, what compaction would reclaim, orphans, space by owner",
+          "replication": "under-replicated ledgers with reasons and age, short fragments, single-bookie ledgers, "
+                         "silent writers"}
+
+
+def register_top(commands, add_uri_args) -> None:
+    audit = commands.add_parser("audit", help="storage or replication audit of the cluster (a Spark job); "
+                                              "bk audit storage|replication --help lists its arguments",
+                                add_help=False)
+    audit.add_argument("audit", choices=sorted(AUDITS), help=argparse.SUPPRESS)
+    audit.add_argument("audit_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    audit.set_defaults(run=run_audit)
+
+
+def parse(audit: str, argv: list[str]) -> argparse.Namespace:
+    from spark_bookkeeper.audit import cli
+    parser = argparse.ArgumentParser(prog=f"bk audit {audit}", description=AUDITS[audit])
+    parser.add_argument("-u", "--metadata-service-uri", help="zk://host:port/ledgers (default: from --conf)")
+    parser.add_argument("--conf", help="bk_server.conf whose metadataServiceUri names the cluster")
+    cli.add_arguments(parser, audit, with_uri=False)
+    args = parser.parse_args(argv)
+    if not args.metadata_service_uri and args.conf:
+        from bookie.server.conf import ServerConfiguration
+        args.metadata_service_uri = ServerConfiguration.load(args.conf, {})["metadataServiceUri"] or None
+    return args
+
+
+def run_audit(args, conf) -> int:
+    from spark_bookkeeper.audit import cli
+    audit_args = parse(args.audit, args.audit_args)
+    result = cli.run(args.audit, audit_args)
+    print(cli.summary(result))
+    return result.exit_code

@@ -1,0 +1,38 @@
+"""What both audits share: reading a table of format("bookkeeper"), the bookie row statuses, and the
+snapshot step (write this run's partition, read it back, so every finding is computed from what was stored)."""
+from __future__ import annotations
+
+from spark_bookkeeper.audit.history import Run, write_table
+
+ANSWERED = ("ok", "partial")  # bookie_ledgers rows from a bookie that answered (partial: a stock BookKeeper bookie)
+UNAVAILABLE = "unavailable"
+
+
+def read_table(spark, uri: str, table: str):
+    return spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("table", table).load()
+
+
+def snapshot(spark, df, output: str, table: str, run: Run, written: dict[str, str]):
+    """Write ``df`` as this run's ``table``, note where, and read it back: the cluster is asked once, and the
+    findings and the stored history agree."""
+    path = write_table(df, output, table, run)
+    written[table] = path
+    return spark.read.parquet(path)
+
+
+def check_cluster(uri: str) -> None:
+    """Fail early, with exit code 2, when the cluster cannot be reached (rather than deep inside a Spark plan)."""
+    from spark_bookkeeper import connections
+    connections.driver_client(uri)
+
+
+def record_findings(spark, result, output_dir: str):
+    """The run's findings as a table too (``findings_<audit>``), and every run's so far: reports plot them
+    over time."""
+    from spark_bookkeeper.audit.history import read_history
+    rows = [(result.audit, f.kind, f.count, f.at_risk, f.summary, result.run.at) for f in result.findings]
+    df = spark.createDataFrame(rows, "audit string, kind string, count long, at_risk boolean, summary string, "
+                                     "run_at timestamp")
+    table = f"findings_{result.audit}"
+    snapshot(spark, df, output_dir, table, result.run, result.tables)
+    return read_history(spark, output_dir, table)

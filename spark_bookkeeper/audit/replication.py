@@ -1,0 +1,218 @@
+"""The replication audit: what is under-replicated and why, and what AutoRecovery has not noticed.
+
+Reads ``table=underreplicated``, ``table=ledgers``, ``table=fragments`` and ``table=bookie_ledgers`` once,
+keeps them as this run's snapshots, and derives:
+
+- ``underreplicated_aged``: each ledger AutoRecovery has marked, with its missing replicas, state, reason and
+  age (at the run time); ``over_age`` past ``max_underreplicated_age``.
+- ``short_fragments``: fragments of closed ledgers with fewer copies than the write quorum, from each bookie's
+  list of entries against the striping (BookKeeper's replicas check): the bookies ``lacking`` entries they should
+  hold, the ``unreachable`` ones, ``min_copies`` (the fewest copies an entry of the fragment can have, a bookie
+  lacking some of its entries counted as lacking all), and whether AutoRecovery has the ledger marked.
+- ``single_bookie_ledgers``: ledgers whose every entry is on one bookie (the metadata names one bookie, or of the
+  bookies it names, all answered and one holds every entry).
+- ``open_ledgers``: each open ledger's progress (entries stored on the bookies that answered, fragments) at this
+  run: the history the silent-writer check compares with.
+- ``silent_writers``: open ledgers whose progress has not changed since a run at least ``silent_after`` seconds
+  earlier. Entries of an open ledger only grow, so the same count then and now means no entry was added in
+  between (a bookie that stopped answering changes the count: it is compared only when the same bookies
+  answered). A first run, or one with no earlier run old enough, cannot tell a silent writer: it records the
+  progress and reports open ledgers by age only.
+
+Data at risk: more under-replicated ledgers than ``max_underreplicated``, or one marked longer than
+``max_underreplicated_age``; a ledger AutoRecovery gave up on (state ``unrecoverable``); a short fragment of a ledger
+AutoRecovery has not marked (nothing will repair it), or one with no copy left of some entry.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType
+
+from bookie.client.distribution_schedule import stores
+from bookie.meta.ledger_underreplication_manager import UNRECOVERABLE
+from spark_bookkeeper.audit.common import (ANSWERED, UNAVAILABLE, check_cluster, read_table, record_findings,
+                                           snapshot)
+from spark_bookkeeper.audit.history import Run, read_history, run_time, runs_before
+from spark_bookkeeper.audit.result import AuditResult, Finding
+
+DEFAULT_MAX_UNDERREPLICATED = 0  # any marked ledger is at risk: raise it to ride out a recovery in progress
+DEFAULT_MAX_UNDERREPLICATED_AGE = 3600  # seconds: marked longer than this is at risk whatever the count
+DEFAULT_SILENT_AFTER = 3600  # seconds without a new entry before an open ledger's writer counts as silent
+CLOSED = "CLOSED"
+
+
+def underreplicated_aged(underreplicated: DataFrame, run: Run, max_age_s: int) -> DataFrame:
+    age = F.lit(run.at).cast("long") - F.col("marked_at").cast("long")
+    return (underreplicated.withColumn("age_seconds", age)
+            .withColumn("over_age", F.coalesce(F.col("age_seconds") > F.lit(max_age_s), F.lit(False)))
+            .orderBy(F.desc("age_seconds"), "scope_id", "ledger_id"))
+
+
+def fewest_copies(ensemble: list[str], write_quorum: int, short: list[str]) -> int:
+    """The fewest copies any entry of a fragment has when the bookies ``short`` lack all their entries of it: the
+    striping repeats every len(ensemble) entries, so those positions are all there is to look at."""
+    size = len(ensemble)
+    missing = [i for i, bookie in enumerate(ensemble) if bookie in set(short)]
+    return min(write_quorum - sum(1 for i in missing if stores(i, e, size, write_quorum)) for e in range(size))
+
+
+# A lambda: the type hints of fewest_copies are not ones Spark infers a UDF kind from.
+_fewest_copies = F.udf(lambda ensemble, wq, short: fewest_copies(ensemble, wq, short), IntegerType())
+
+
+def short_fragments(fragments: DataFrame, ledgers: DataFrame, bookie_ledgers: DataFrame,
+                    underreplicated: DataFrame) -> DataFrame:
+    """Fragments of closed ledgers with fewer copies than the write quorum (see the module docstring)."""
+    closed = ledgers.where(F.col("state") == CLOSED).select("scope_id", "ledger_id", "write_quorum")
+    frags = fragments.where(F.col("last_entry_id") >= F.col("first_entry_id")) \
+        .join(closed, ["scope_id", "ledger_id"]) \
+        .select("scope_id", "ledger_id", "fragment", "first_entry_id", "last_entry_id", "ensemble", "write_quorum")
+    lacking = bookie_ledgers.where(F.col("status").isin(*ANSWERED) & (F.size("short_fragments") > 0)) \
+        .select("scope_id", "ledger_id", "bookie_id", F.explode("short_fragments").alias("fragment"),
+                F.lit("lacking").alias("why"))
+    down = bookie_ledgers.where(F.col("status") == UNAVAILABLE).select("scope_id", "ledger_id", "bookie_id")
+    unreachable = down.join(frags.select("scope_id", "ledger_id", "fragment", "ensemble"), ["scope_id", "ledger_id"]) \
+        .where(F.array_contains("ensemble", F.col("bookie_id"))) \
+        .select("scope_id", "ledger_id", "bookie_id", "fragment", F.lit("unreachable").alias("why"))
+    short = lacking.unionByName(unreachable).groupBy("scope_id", "ledger_id", "fragment").agg(
+        F.array_sort(F.collect_set(F.when(F.col("why") == "lacking", F.col("bookie_id")))).alias("lacking"),
+        F.array_sort(F.collect_set(F.when(F.col("why") == "unreachable", F.col("bookie_id")))).alias("unreachable"))
+    marked = underreplicated.select("scope_id", "ledger_id", F.lit(True).alias("marked"))
+    out = short.join(frags, ["scope_id", "ledger_id", "fragment"]).join(marked, ["scope_id", "ledger_id"], "left")
+    return (out.select("scope_id", "ledger_id", "fragment", "first_entry_id", "last_entry_id", "ensemble",
+                       "write_quorum", "lacking", "unreachable",
+                       _fewest_copies("ensemble", "write_quorum",
+                                      F.concat("lacking", "unreachable")).alias("min_copies"),
+                       F.coalesce(F.col("marked"), F.lit(False)).alias("under_replicated"))
+            .orderBy("scope_id", "ledger_id", "fragment"))
+
+
+def _named(ledgers: DataFrame, bookie_ledgers: DataFrame) -> DataFrame:
+    """bookie_ledgers rows of the bookies a ledger's metadata names (not copies left on others), with the
+    ledger's state, last entry and bookies."""
+    meta = ledgers.select("scope_id", "ledger_id", "state", "last_entry_id", "bookies")
+    return bookie_ledgers.join(meta, ["scope_id", "ledger_id"]).where(F.array_contains("bookies", F.col("bookie_id")))
+
+
+def single_bookie_ledgers(ledgers: DataFrame, bookie_ledgers: DataFrame) -> DataFrame:
+    """Ledgers with every entry on one bookie: by the metadata (one bookie named), or by what the bookies hold (all
+    the named bookies answered and one of them holds every entry)."""
+    named = _named(ledgers, bookie_ledgers).groupBy("scope_id", "ledger_id").agg(
+        F.sum(F.col("status").isin(*ANSWERED).cast("int")).alias("answered"),
+        F.collect_list(F.when(F.coalesce(F.col("entries"), F.lit(0)) > 0, F.col("bookie_id"))).alias("holders"))
+    led = ledgers.select("scope_id", "ledger_id", "state", "last_entry_id", "bookies")
+    joined = led.join(named, ["scope_id", "ledger_id"], "left")
+    by_metadata = F.size("bookies") == 1
+    by_holdings = (F.col("last_entry_id") >= 0) & (F.col("answered") == F.size("bookies")) & (F.size("holders") == 1)
+    return (joined.where(by_metadata | F.coalesce(by_holdings, F.lit(False)))
+            .select("scope_id", "ledger_id", "state",
+                    F.when(by_metadata, F.col("bookies")[0]).otherwise(F.col("holders")[0]).alias("bookie"),
+                    F.when(by_metadata, F.lit("metadata")).otherwise(F.lit("holdings")).alias("basis"),
+                    F.size("bookies").alias("named_bookies"))
+            .orderBy("scope_id", "ledger_id"))
+
+
+def open_ledgers(ledgers: DataFrame, bookie_ledgers: DataFrame, run: Run) -> DataFrame:
+    """Each open ledger's progress at this run: entries stored on the named bookies that answered, which
+    answered, its fragments, and its age."""
+    progress = _named(ledgers, bookie_ledgers).groupBy("scope_id", "ledger_id").agg(
+        F.sum(F.when(F.col("status").isin(*ANSWERED), F.coalesce(F.col("entries"), F.lit(0)))).alias("stored_entries"),
+        F.array_sort(F.collect_list(F.when(F.col("status").isin(*ANSWERED), F.col("bookie_id")))).alias("answering"))
+    opened = ledgers.where(F.col("state") != CLOSED).select("scope_id", "ledger_id", "state", "ctime", "fragments")
+    return (opened.join(progress, ["scope_id", "ledger_id"], "left")
+            .select("scope_id", "ledger_id", "state", "ctime", "fragments",
+                    F.coalesce(F.col("stored_entries"), F.lit(0)).alias("stored_entries"),
+                    F.coalesce(F.col("answering"), F.array().cast("array<string>")).alias("answering"),
+                    (F.lit(run.at).cast("long") - F.col("ctime").cast("long")).alias("age_seconds"),
+                    F.lit(run.at).alias("observed_at"))
+            .orderBy(F.desc("age_seconds")))
+
+
+def silent_writers(current: DataFrame, baseline: DataFrame | None, run: Run) -> DataFrame:
+    """Open ledgers with the same progress now as in ``baseline`` (an earlier run's ``open_ledgers``)."""
+    cols = "scope_id long, ledger_id long, stored_entries long, fragments int, unchanged_since timestamp, " \
+           "silent_seconds long"
+    if baseline is None:
+        return current.sparkSession.createDataFrame([], cols)
+    then = baseline.select("scope_id", "ledger_id", F.col("stored_entries").alias("then_entries"),
+                           F.col("fragments").alias("then_fragments"), F.col("answering").alias("then_answering"),
+                           F.col("observed_at").alias("unchanged_since"))
+    same = (F.col("stored_entries") == F.col("then_entries")) & (F.col("fragments") == F.col("then_fragments")) \
+        & (F.col("answering") == F.col("then_answering"))
+    return (current.join(then, ["scope_id", "ledger_id"]).where(same)
+            .select("scope_id", "ledger_id", "stored_entries", "fragments", "unchanged_since",
+                    (F.lit(run.at).cast("long") - F.col("unchanged_since").cast("long")).alias("silent_seconds"))
+            .orderBy(F.desc("silent_seconds"), "scope_id", "ledger_id"))
+
+
+def baseline_run(spark, output: str, run: Run, silent_after_s: int) -> str | None:
+    """The latest earlier run of ``open_ledgers`` at least ``silent_after_s`` before ``run`` (None: none yet)."""
+    cutoff = run.at - dt.timedelta(seconds=silent_after_s)
+    old_enough = [r for r in runs_before(spark, output, "open_ledgers", run) if run_time(r) <= cutoff]
+    return old_enough[-1] if old_enough else None
+
+
+def run_replication_audit(spark, uri: str, output_dir: str, run: Run | None = None,
+                          max_underreplicated: int = DEFAULT_MAX_UNDERREPLICATED,
+                          max_underreplicated_age: int = DEFAULT_MAX_UNDERREPLICATED_AGE,
+                          silent_after: int = DEFAULT_SILENT_AFTER, report_dir: str | None = None) -> AuditResult:
+    """Run the replication audit of the cluster at ``uri``; tables under ``output_dir``, report next to them."""
+    from spark_bookkeeper.audit.report import write_replication_report
+    for name, value in (("max under-replicated", max_underreplicated),
+                        ("max under-replicated age", max_underreplicated_age), ("silent after", silent_after)):
+        if value < 0:
+            raise ValueError(f"{name} {value} must be 0 or more")
+    check_cluster(uri)
+    run = run or Run.now()
+    result = AuditResult("replication", run)
+    written = result.tables
+    base = baseline_run(spark, output_dir, run, silent_after)
+    ur = snapshot(spark, read_table(spark, uri, "underreplicated"), output_dir, "underreplicated", run, written)
+    ledgers = snapshot(spark, read_table(spark, uri, "ledgers"), output_dir, "ledgers", run, written)
+    fragments = snapshot(spark, read_table(spark, uri, "fragments"), output_dir, "fragments", run, written)
+    bookie_ledgers = snapshot(spark, read_table(spark, uri, "bookie_ledgers"), output_dir, "bookie_ledgers", run,
+                              written)
+
+    aged = snapshot(spark, underreplicated_aged(ur, run, max_underreplicated_age), output_dir,
+                    "underreplicated_aged", run, written)
+    short = snapshot(spark, short_fragments(fragments, ledgers, bookie_ledgers, ur), output_dir, "short_fragments",
+                     run, written)
+    single = snapshot(spark, single_bookie_ledgers(ledgers, bookie_ledgers), output_dir, "single_bookie_ledgers",
+                      run, written)
+    opened = snapshot(spark, open_ledgers(ledgers, bookie_ledgers, run), output_dir, "open_ledgers", run, written)
+    baseline = None
+    if base is not None:
+        history = read_history(spark, output_dir, "open_ledgers")
+        baseline = history.where(F.col("run").cast("string") == base)
+    silent = snapshot(spark, silent_writers(opened, baseline, run), output_dir, "silent_writers", run, written)
+
+    counts = aged.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("over_age").cast("int")).alias("old"),
+                      F.sum((F.col("state") == UNRECOVERABLE).cast("int")).alias("lost")).first()
+    n_ur, n_old, n_lost = counts.n, counts.old or 0, counts.lost or 0
+    shorts = short.agg(F.count(F.lit(1)).alias("n"), F.sum((~F.col("under_replicated")).cast("int")).alias("unmarked"),
+                       F.sum((F.col("min_copies") <= 0).cast("int")).alias("none_left"),
+                       F.countDistinct("scope_id", "ledger_id").alias("ledgers")).first()
+    n_open = opened.count()
+    result.findings = [
+        Finding("underreplicated_aged", n_ur, n_ur > max_underreplicated or n_old > 0,
+                f"under-replicated ledgers ({n_old} marked longer than {max_underreplicated_age} s; at risk above "
+                f"{max_underreplicated} or past that age)"),
+        Finding("unrecoverable", n_lost, True, "ledgers AutoRecovery gave up on (state unrecoverable)"),
+        Finding("short_fragments", shorts.n, (shorts.unmarked or 0) > 0 or (shorts.none_left or 0) > 0,
+                f"fragments with fewer copies than the write quorum, in {shorts.ledgers} ledgers: "
+                f"{shorts.unmarked or 0} of them in ledgers AutoRecovery has not marked, {shorts.none_left or 0} "
+                "with an entry that may have no copy left"),
+        Finding("single_bookie_ledgers", single.count(), False, "ledgers with every entry on one bookie"),
+        Finding("silent_writers", silent.count(), False,
+                f"open ledgers without a new entry for at least {silent_after} s"
+                + (f" (compared with run {base})" if base else
+                   f" (no earlier run {silent_after} s old or more: not judged this run; {n_open} open ledgers "
+                   "recorded)")),
+    ]
+    findings = record_findings(spark, result, output_dir)
+    result.report = write_replication_report(result, output_dir, report_dir, findings, aged, short, single, opened,
+                                             silent, base)
+    return result

@@ -1,0 +1,286 @@
+"""The storage and replication audits (spark_bookkeeper.audit): their aggregations on small DataFrames shaped as
+format("bookkeeper")'s tables, then whole runs against a cluster prepared with known facts."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from spark_bookkeeper.audit import replication, storage
+from spark_bookkeeper.audit.history import Run
+from tests.helpers import audit_frames as af
+
+RUN = Run(af.T0 + dt.timedelta(hours=5))
+
+
+def by(rows, *keys):
+    return {tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]]: r for r in rows}
+
+
+# -- storage: pure aggregations --------------------------------------------------------------------------
+def test_bookie_space_sums_live_garbage_and_what_each_compaction_reclaims(spark):
+    logs = af.entrylogs(spark, [
+        dict(bookie_id="b1", entry_log_id=1, total_bytes=1000, remaining_bytes=100, usage=0.1, status="ok",
+             being_written=False, minor_compaction_candidate=True, major_compaction_candidate=True),
+        dict(bookie_id="b1", entry_log_id=2, total_bytes=1000, remaining_bytes=600, usage=0.6, status="ok",
+             being_written=False, minor_compaction_candidate=False, major_compaction_candidate=True),
+        dict(bookie_id="b1", entry_log_id=3, total_bytes=500, remaining_bytes=500, usage=1.0, status="ok",
+             being_written=True, minor_compaction_candidate=False, major_compaction_candidate=False),
+        dict(bookie_id="b1", entry_log_id=4, total_bytes=300, status="skipped", error="bad header"),
+        dict(bookie_id="b2", status="unavailable", error="UNAVAILABLE: connection refused"),
+        dict(bookie_id="b3", status="unsupported", error="a stock BookKeeper bookie has no GC state"),
+    ])
+    rows = by(storage.bookie_space(logs).collect(), "bookie_id")
+    b1 = rows["b1"]
+    assert (b1.status, b1.error, b1.entry_logs, b1.total_bytes, b1.live_bytes, b1.garbage_bytes) == \
+        ("ok", None, 3, 2500, 1200, 1300)
+    assert (b1.minor_reclaimable_bytes, b1.major_reclaimable_bytes, b1.skipped_logs, b1.skipped_bytes) == \
+        (900, 1300, 1, 300)
+    assert (rows["b2"].status, rows["b2"].error, rows["b2"].live_bytes) == \
+        ("unavailable", "UNAVAILABLE: connection refused", None)
+    assert (rows["b3"].status, rows["b3"].total_bytes) == ("unsupported", None)
+    assert [(r.bookie_id, r.entry_log_id, r.reason) for r in storage.skipped_logs(logs).collect()] == \
+        [("b1", 4, "bad header")]
+
+
+def test_deleted_and_orphaned_copies_told_apart(spark):
+    rows = af.bookie_ledgers(spark, [
+        # ledger 1: deleted, GC saw it at pass 2 of 9 (stale past 3 passes); on b2 at pass 8 (not stale)
+        dict(bookie_id="b1", ledger_id=1, in_metadata=False, bytes=0, deleted_bytes=700, deleted_at_pass=2,
+             gc_passes=9, entries=0),
+        dict(bookie_id="b2", ledger_id=1, in_metadata=False, bytes=0, deleted_bytes=700, deleted_at_pass=8,
+             gc_passes=9, entries=0),
+        # ledger 2: not in the metadata, GC has not judged it: an earlier run knew it (deleted), or not (orphan)
+        dict(bookie_id="b1", ledger_id=2, in_metadata=False, bytes=300, entries=3, gc_passes=9),
+        # ledger 3: never known anywhere: orphan
+        dict(bookie_id="b2", ledger_id=3, in_metadata=False, bytes=50, entries=1, gc_passes=9),
+        # ledger 4: closed, its metadata names b3 which holds none of its 5 entries; b1 holds its share
+        dict(bookie_id="b3", ledger_id=4, expected_entries=5, entries=0, missing_entries=5, short_fragments=[0],
+             bytes=0, gc_passes=9),
+        dict(bookie_id="b1", ledger_id=4, expected_entries=5, entries=5, missing_entries=0, short_fragments=[],
+             bytes=500, gc_passes=9),
+        # ledger 5: on an unavailable bookie: no verdict
+        dict(bookie_id="b4", ledger_id=5, status="unavailable", error="down"),
+        # ledger 6: GC removed it (no entry listed), its bytes are in the log being written (no pass recorded)
+        dict(bookie_id="b3", ledger_id=6, in_metadata=False, bytes=400, deleted_bytes=0, entries=0, gc_passes=9),
+    ])
+    known = spark.createDataFrame([(0, 2)], "scope_id long, ledger_id long")
+    deleted = by(storage.deleted_not_reclaimed(rows, known, 3).collect(), "bookie_id", "ledger_id")
+    assert {k: (r.bytes, r.seen_by_gc, r.passes_since, r.stale) for k, r in deleted.items()} == {
+        ("b1", 1): (700, True, 7, True), ("b2", 1): (700, True, 1, False), ("b1", 2): (300, False, None, False),
+        ("b3", 6): (400, True, None, False)}
+    orphans = storage.orphan_candidates(rows, known).collect()
+    assert [(r.kind, r.bookie_id, r.ledger_id) for r in orphans] == \
+        [("holds_nothing", "b3", 4), ("no_metadata", "b2", 3)]
+    first_run = storage.orphan_candidates(rows, None).collect()  # no history: ledger 2 cannot be told from an orphan
+    assert [(r.kind, r.ledger_id) for r in first_run] == [("holds_nothing", 4), ("no_metadata", 2), ("no_metadata", 3)]
+    assert {r.ledger_id for r in storage.deleted_not_reclaimed(rows, None, 3).collect()} == {1, 6}
+
+
+def test_space_by_owner_takes_the_first_owner_key_present(spark):
+    meta = af.ledgers(spark, [
+        dict(ledger_id=1, length=100, custom_metadata={"spark.log": b"events", "application": b"spark"}),
+        dict(ledger_id=2, length=50, custom_metadata={"application": b"pulsar"}),
+        dict(ledger_id=3, length=10, custom_metadata={"spark.log": b"events"}),
+        dict(ledger_id=4, length=5),
+    ])
+    held = af.bookie_ledgers(spark, [
+        dict(bookie_id=b, ledger_id=i, bytes=n) for i, n in ((1, 110), (2, 60), (3, 20), (4, 8)) for b in ("b1", "b2")
+    ] + [dict(bookie_id="b1", ledger_id=9, in_metadata=False, bytes=33),
+         dict(bookie_id="b3", ledger_id=1, status="unavailable")])
+    rows = by(storage.space_by_owner(meta, held, ("spark.log", "application")).collect(), "owner")
+    assert {o: (r.ledgers, r.logical_bytes, r.stored_bytes) for o, r in rows.items()} == {
+        "events": (2, 110, 260), "pulsar": (1, 50, 120), storage.NO_OWNER: (1, 5, 16),
+        storage.NOT_IN_METADATA: (0, 0, 33)}
+    only_app = by(storage.space_by_owner(meta, held, ("application",)).collect(), "owner")
+    assert {o: r.ledgers for o, r in only_app.items()} == {"spark": 1, "pulsar": 1, storage.NO_OWNER: 2,
+                                                           storage.NOT_IN_METADATA: 0}
+
+
+# -- replication: pure aggregations ----------------------------------------------------------------------
+def test_fewest_copies_follows_the_striping():
+    ensemble = ["a", "b", "c"]
+    assert replication.fewest_copies(ensemble, 2, []) == 2
+    assert replication.fewest_copies(ensemble, 2, ["b"]) == 1
+    assert replication.fewest_copies(ensemble, 2, ["a", "c"]) == 0  # entry 2 is on c and a
+    assert replication.fewest_copies(["a", "b", "c", "d", "e"], 2, ["a", "c"]) == 1  # a and c share no entry
+    assert replication.fewest_copies(["a", "b"], 2, ["a", "b"]) == 0
+
+
+def test_short_fragments_name_lacking_and_unreachable_bookies(spark):
+    meta = af.ledgers(spark, [dict(ledger_id=1, fragments=2, last_entry_id=9, bookies=["a", "b", "c", "d"]),
+                              dict(ledger_id=2, last_entry_id=4, bookies=["a", "b", "c"]),
+                              dict(ledger_id=3, state="OPEN", last_entry_id=-1, bookies=["a", "b", "d"])])
+    frags = af.fragments(spark, [
+        dict(ledger_id=1, fragment=0, first_entry_id=0, last_entry_id=4, ensemble=["a", "b", "c"]),
+        dict(ledger_id=1, fragment=1, first_entry_id=5, last_entry_id=9, ensemble=["a", "b", "d"]),
+        dict(ledger_id=2, fragment=0, first_entry_id=0, last_entry_id=4, ensemble=["a", "b", "c"]),
+        dict(ledger_id=3, fragment=0, first_entry_id=0, last_entry_id=-1, ensemble=["a", "b", "d"], state="OPEN")])
+    held = af.bookie_ledgers(spark, [
+        dict(bookie_id="a", ledger_id=1, short_fragments=[], entries=7),
+        dict(bookie_id="b", ledger_id=1, short_fragments=[1], entries=2),
+        dict(bookie_id="c", ledger_id=1, short_fragments=[], entries=3),
+        dict(bookie_id="d", ledger_id=1, status="unavailable"),
+        dict(bookie_id="a", ledger_id=2, short_fragments=[], entries=3),
+        dict(bookie_id="b", ledger_id=2, short_fragments=[], entries=4),
+        dict(bookie_id="c", ledger_id=2, short_fragments=[], entries=3),
+        dict(bookie_id="d", ledger_id=3, status="unavailable")])
+    marked = af.underreplicated(spark, [dict(ledger_id=1, missing_replicas=["d"], marked_at=af.T0)])
+    rows = replication.short_fragments(frags, meta, held, marked).collect()
+    assert [(r.ledger_id, r.fragment, r.lacking, r.unreachable, r.min_copies, r.under_replicated) for r in rows] == \
+        [(1, 1, ["b"], ["d"], 0, True)]  # b and d are neighbours: an entry of fragment 1 has no copy left
+    aged = replication.underreplicated_aged(marked, RUN, 3600).collect()
+    assert [(r.ledger_id, r.age_seconds, r.over_age) for r in aged] == [(1, 5 * 3600, True)]
+    assert replication.underreplicated_aged(marked, RUN, 6 * 3600).first().over_age is False
+
+
+def test_single_bookie_ledgers_by_metadata_and_by_holdings(spark):
+    meta = af.ledgers(spark, [dict(ledger_id=1, ensemble_size=1, write_quorum=1, last_entry_id=3, bookies=["a"]),
+                              dict(ledger_id=2, ensemble_size=2, last_entry_id=3, bookies=["a", "b"]),
+                              dict(ledger_id=3, ensemble_size=2, last_entry_id=3, bookies=["a", "c"]),
+                              dict(ledger_id=4, ensemble_size=2, last_entry_id=3, bookies=["a", "b"])])
+    held = af.bookie_ledgers(spark, [
+        dict(bookie_id="a", ledger_id=1, entries=4),
+        dict(bookie_id="a", ledger_id=2, entries=4), dict(bookie_id="b", ledger_id=2, entries=0),
+        dict(bookie_id="z", ledger_id=2, entries=4),  # a copy left where the metadata no longer points
+        dict(bookie_id="a", ledger_id=3, entries=4), dict(bookie_id="c", ledger_id=3, status="unavailable"),
+        dict(bookie_id="a", ledger_id=4, entries=4), dict(bookie_id="b", ledger_id=4, entries=4)])
+    rows = replication.single_bookie_ledgers(meta, held).collect()
+    assert [(r.ledger_id, r.bookie, r.basis) for r in rows] == [(1, "a", "metadata"), (2, "a", "holdings")]
+
+
+def test_silent_writers_compare_progress_with_an_earlier_run(spark):
+    meta = af.ledgers(spark, [dict(ledger_id=i, state="OPEN", last_entry_id=-1, bookies=["a", "b"]) for i in (1, 2, 3)])
+
+    def progress(entries: dict[int, int], run: Run, down: set = frozenset()):
+        held = af.bookie_ledgers(spark, [
+            dict(bookie_id=b, ledger_id=i, entries=n // 2, status="unavailable" if b in down else "ok")
+            for i, n in entries.items() for b in ("a", "b")])
+        return replication.open_ledgers(meta, held, run)
+
+    earlier = Run(af.T0 + dt.timedelta(hours=2))
+    then = progress({1: 10, 2: 10, 3: 10}, earlier)
+    now = progress({1: 10, 2: 12, 3: 10}, RUN)
+    rows = replication.silent_writers(now, then, RUN).collect()
+    assert [(r.ledger_id, r.stored_entries, r.silent_seconds) for r in rows] == [(1, 10, 3 * 3600), (3, 10, 3 * 3600)]
+    assert replication.silent_writers(now, None, RUN).count() == 0  # a first run judges no writer
+    # A bookie that stopped answering changes what is counted: no verdict rather than a wrong one.
+    partial = progress({1: 10, 2: 10, 3: 10}, RUN, down={"b"})
+    assert replication.silent_writers(partial, then, RUN).count() == 0
+    assert {r.ledger_id: r.age_seconds for r in now.collect()} == {1: 5 * 3600, 2: 5 * 3600, 3: 5 * 3600}
+
+
+# -- whole runs against a cluster with known facts -----------------------------------------------------------
+def partitions(output, table: str) -> list[str]:
+    return sorted(p.name for p in (output / table).iterdir() if p.name.startswith("date="))
+
+
+def test_audits_name_exactly_the_planted_facts(spark, bk_cluster, tmp_path):
+    from bookie.meta.zk_metadata_store import ZKMetadataStore
+    from spark_bookkeeper.audit import EXIT_AT_RISK, run_replication_audit, run_storage_audit
+    from spark_bookkeeper.audit.history import read_history
+    from tests.helpers.audit_cluster import ORPHAN, SETTINGS, prepare
+
+    c, bk = bk_cluster(4, **SETTINGS)
+    uri, out = c.metadata_service_uri, tmp_path / "audit"
+    with ZKMetadataStore(uri) as store:
+        facts = prepare(c, bk, store)
+    first = Run.now()
+    second = Run(first.at + dt.timedelta(days=1))
+
+    # Storage: the orphan and the bookie named without its entries; the deleted ledgers' bytes, stale after 3 passes.
+    result = run_storage_audit(spark, uri, str(out), run=first, stale_gc_passes=1)
+    orphans = spark.read.parquet(result.tables["orphans"]).collect()
+    assert {(r.kind, r.bookie_id, r.ledger_id) for r in orphans} == {
+        ("no_metadata", facts.orphan_bookie, ORPHAN.ledger_id), ("holds_nothing", facts.stranger, facts.moved)}
+    deleted = spark.read.parquet(result.tables["deleted_not_reclaimed"]).collect()
+    assert {r.ledger_id for r in deleted} == set(facts.deleted)
+    assert all(r.seen_by_gc and r.bytes > 0 for r in deleted)
+    assert {r.ledger_id for r in deleted if r.stale} == set(facts.deleted)  # GC saw them 2 passes ago, bytes remain
+    space = by(spark.read.parquet(result.tables["bookie_space"]).collect(), "bookie_id")
+    assert space[facts.killed].status == "unavailable" and space[facts.killed].live_bytes is None
+    assert all(r.status == "ok" and r.live_bytes > 0 for b, r in space.items() if b != facts.killed)
+    assert sum(r.garbage_bytes for b, r in space.items() if b != facts.killed) > 0
+    owners = by(spark.read.parquet(result.tables["space_by_owner"]).collect(), "owner")
+    assert owners["audit-test"].ledgers == len(facts.healthy) + 1 and owners["audit-test"].stored_bytes > 0
+    assert (result.at_risk, result.exit_code, result.finding("orphans").count) == (True, EXIT_AT_RISK, 2)
+    assert result.finding("skipped_logs").count == 0
+    report = open(result.report).read()
+    assert "DATA AT RISK" in report and str(ORPHAN.ledger_id) in report
+    assert {"disk_per_bookie.png", "space_by_owner.png"} <= set(os.listdir(os.path.dirname(result.report)))
+
+    # Replication: the killed bookie's marked ledgers, the moved ledger's short fragment (unmarked: at risk).
+    result = run_replication_audit(spark, uri, str(out), run=first)
+    aged = spark.read.parquet(result.tables["underreplicated_aged"]).collect()
+    assert {r.ledger_id: r.missing_replicas for r in aged} == facts.marked
+    short = spark.read.parquet(result.tables["short_fragments"]).collect()
+    assert {(r.ledger_id, r.fragment, tuple(r.lacking), tuple(r.unreachable), r.min_copies, r.under_replicated)
+            for r in short} == \
+        {(ledger, 0, (), (facts.killed,), 1, True) for ledger in facts.marked} | \
+        {(facts.moved, 0, (facts.stranger,), (), 1, False)}
+    single = spark.read.parquet(result.tables["single_bookie_ledgers"]).collect()
+    kept = bk.ledger_metadata(facts.moved).ensembles[0][1][0]  # the member that still holds its entries
+    assert {(r.ledger_id, r.bookie, r.basis) for r in single} == {
+        (facts.single, facts.single_bookie, "metadata"), (facts.moved, kept, "holdings")}
+    opened = spark.read.parquet(result.tables["open_ledgers"]).collect()
+    assert {r.ledger_id: r.stored_entries for r in opened} == {facts.silent: 10, facts.busy.ledger_id: 10}
+    assert result.finding("silent_writers").count == 0 and "not judged" in result.finding("silent_writers").summary
+    assert (result.at_risk, result.exit_code, result.finding("unrecoverable").count) == (True, EXIT_AT_RISK, 0)
+
+    # A day later: the busy writer wrote, the silent one did not; each run adds a date partition.
+    for i in range(3):
+        facts.busy.append(b"later-%d" % i)
+    result = run_replication_audit(spark, uri, str(out), run=second)
+    silent = spark.read.parquet(result.tables["silent_writers"]).collect()
+    assert [(r.ledger_id, r.stored_entries, r.unchanged_since.astimezone(dt.timezone.utc)) for r in silent] == \
+        [(facts.silent, 10, first.at)]
+    assert silent[0].silent_seconds == 86400
+    assert all(r.over_age for r in spark.read.parquet(result.tables["underreplicated_aged"]).collect())
+    assert run_storage_audit(spark, uri, str(out), run=second, stale_gc_passes=1).finding("orphans").count == 2
+    for table in ("open_ledgers", "short_fragments", "orphans", "bookie_ledgers", "findings_replication"):
+        assert partitions(out, table) == [f"date={first.date}", f"date={second.date}"], table
+    history = read_history(spark, str(out), "findings_replication").where("kind = 'silent_writers'")
+    assert sorted((r.run, r["count"]) for r in history.collect()) == [(first.run_id, 0), (second.run_id, 1)]
+    assert "findings_history.png" in os.listdir(os.path.dirname(result.report))
+    facts.silent_handle.close()
+    facts.busy.close()
+
+
+def test_bk_audit_and_the_spark_submit_job_exit_0_on_a_healthy_cluster(cluster, tmp_path):
+    """The two ways an operator runs the audits, each a process of its own (its own Spark): ``bk audit
+    replication`` and ``spark-submit jobs/storage_audit.py``; a bad argument exits 2 before Spark starts."""
+    import pathlib
+    import subprocess
+    import sys
+
+    from bookie.client import BookKeeper
+    c = cluster(3)
+    with BookKeeper(c.metadata_service_uri) as bk:
+        lh = bk.create_ledger(3, 2, 2, password=b"pw", custom_metadata={"application": b"cli-test"})
+        for i in range(5):
+            lh.append(b"entry-%d" % i)
+        lh.close()
+    out = tmp_path / "audit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    bk_cli = [sys.executable, "-m", "bookie.cli.main", "audit"]
+
+    bad = subprocess.run(bk_cli + ["replication", "-u", c.metadata_service_uri, "--output", str(out),
+                                   "--max-underreplicated-age", "-5"], capture_output=True, text=True, timeout=120)
+    assert (bad.returncode, bad.stderr.strip()) == (2, "bk: --max-underreplicated-age -5 must be 0 or more")
+
+    done = subprocess.run(bk_cli + ["replication", "-u", c.metadata_service_uri, "--output", str(out),
+                                    "--master", "local[1]"], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replication audit" in done.stdout and "nothing at risk" in done.stdout
+    assert partitions(out, "short_fragments") and partitions(out, "open_ledgers")
+
+    spark_submit = pathlib.Path(sys.executable).parent / "spark-submit"
+    job = pathlib.Path(__file__).resolve().parents[2] / "jobs" / "storage_audit.py"
+    done = subprocess.run([str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+                           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+                           str(job), "--metadata-service-uri", c.metadata_service_uri, "--output", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "storage audit" in done.stdout and "nothing at risk" in done.stdout
+    reports = list((out / "reports" / "storage").glob("date=*/run=*/report.md"))
+    assert len(reports) == 1 and "Nothing at risk (exit code 0)" in reports[0].read_text()
+    assert "cli-test" in reports[0].read_text()  # space by owner
