@@ -2,8 +2,8 @@
 
 Every run is kept (a second run the same day adds a ``run=`` partition next to the first; rerunning the same
 ``--run-at`` replaces that one run): the replication audit compares open ledgers with an earlier run some hours
-back, which a one-run-per-day layout would lose. "What changed since yesterday" reads the last run of each date
-(``latest_per_date``). Spark's partition discovery turns ``date`` and ``run`` into columns.
+back, which a one-run-per-day layout would lose. "What changed since yesterday" compares the last run of each
+date. Spark's partition discovery turns ``date`` and ``run`` into columns.
 """
 from __future__ import annotations
 
@@ -79,10 +79,3 @@ def runs_before(spark, output: str, table: str, run: Run) -> list[str]:
     ids = [r.run for r in history.select(history.run.cast("string").alias("run")).distinct().collect()]
     return sorted(i for i in ids if i < run.run_id)
 
-
-def latest_per_date(history):
-    """The last run of each date: one snapshot per day, for day-over-day comparisons."""
-    from pyspark.sql import functions as F
-    last = history.groupBy("date").agg(F.max(F.col("run").cast("string")).alias("last_run"))
-    return history.join(last, (history.date == last.date) & (history.run.cast("string") == last.last_run)) \
-        .drop(last.date).drop("last_run")

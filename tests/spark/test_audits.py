@@ -181,21 +181,23 @@ def test_audits_name_exactly_the_planted_facts(spark, bk_cluster, tmp_path):
     from tests.helpers.audit_cluster import ORPHAN, SETTINGS, prepare
 
     c, bk = bk_cluster(4, **SETTINGS)
-    uri, out = c.metadata_service_uri, tmp_path / "audit"
+    uri = c.metadata_service_uri
+    stored, replicated = tmp_path / "storage", tmp_path / "replication"  # each audit its own output directory
     with ZKMetadataStore(uri) as store:
         facts = prepare(c, bk, store)
     first = Run.now()
     second = Run(first.at + dt.timedelta(days=1))
 
-    # Storage: the orphan and the bookie named without its entries; the deleted ledgers' bytes, stale after 3 passes.
-    result = run_storage_audit(spark, uri, str(out), run=first, stale_gc_passes=1)
+    # Storage: the orphan and the bookie named without its entries; the deleted ledgers' bytes, stale (GC saw them
+    # deleted at the first of three forced passes: 2 passes ago, more than the 1 allowed).
+    result = run_storage_audit(spark, uri, str(stored), run=first, stale_gc_passes=1)
     orphans = spark.read.parquet(result.tables["orphans"]).collect()
     assert {(r.kind, r.bookie_id, r.ledger_id) for r in orphans} == {
         ("no_metadata", facts.orphan_bookie, ORPHAN.ledger_id), ("holds_nothing", facts.stranger, facts.moved)}
     deleted = spark.read.parquet(result.tables["deleted_not_reclaimed"]).collect()
     assert {r.ledger_id for r in deleted} == set(facts.deleted)
     assert all(r.seen_by_gc and r.bytes > 0 for r in deleted)
-    assert {r.ledger_id for r in deleted if r.stale} == set(facts.deleted)  # GC saw them 2 passes ago, bytes remain
+    assert {r.ledger_id for r in deleted if r.stale} == set(facts.deleted)
     space = by(spark.read.parquet(result.tables["bookie_space"]).collect(), "bookie_id")
     assert space[facts.killed].status == "unavailable" and space[facts.killed].live_bytes is None
     assert all(r.status == "ok" and r.live_bytes > 0 for b, r in space.items() if b != facts.killed)
@@ -209,7 +211,7 @@ def test_audits_name_exactly_the_planted_facts(spark, bk_cluster, tmp_path):
     assert {"disk_per_bookie.png", "space_by_owner.png"} <= set(os.listdir(os.path.dirname(result.report)))
 
     # Replication: the killed bookie's marked ledgers, the moved ledger's short fragment (unmarked: at risk).
-    result = run_replication_audit(spark, uri, str(out), run=first)
+    result = run_replication_audit(spark, uri, str(replicated), run=first)
     aged = spark.read.parquet(result.tables["underreplicated_aged"]).collect()
     assert {r.ledger_id: r.missing_replicas for r in aged} == facts.marked
     short = spark.read.parquet(result.tables["short_fragments"]).collect()
@@ -229,16 +231,17 @@ def test_audits_name_exactly_the_planted_facts(spark, bk_cluster, tmp_path):
     # A day later: the busy writer wrote, the silent one did not; each run adds a date partition.
     for i in range(3):
         facts.busy.append(b"later-%d" % i)
-    result = run_replication_audit(spark, uri, str(out), run=second)
+    result = run_replication_audit(spark, uri, str(replicated), run=second)
     silent = spark.read.parquet(result.tables["silent_writers"]).collect()
     assert [(r.ledger_id, r.stored_entries, r.unchanged_since.astimezone(dt.timezone.utc)) for r in silent] == \
         [(facts.silent, 10, first.at)]
     assert silent[0].silent_seconds == 86400
     assert all(r.over_age for r in spark.read.parquet(result.tables["underreplicated_aged"]).collect())
-    assert run_storage_audit(spark, uri, str(out), run=second, stale_gc_passes=1).finding("orphans").count == 2
-    for table in ("open_ledgers", "short_fragments", "orphans", "bookie_ledgers", "findings_replication"):
+    assert run_storage_audit(spark, uri, str(stored), run=second, stale_gc_passes=1).finding("orphans").count == 2
+    for out, table in ((replicated, "open_ledgers"), (replicated, "short_fragments"), (stored, "orphans"),
+                       (stored, "bookie_ledgers"), (replicated, "findings_replication")):
         assert partitions(out, table) == [f"date={first.date}", f"date={second.date}"], table
-    history = read_history(spark, str(out), "findings_replication").where("kind = 'silent_writers'")
+    history = read_history(spark, str(replicated), "findings_replication").where("kind = 'silent_writers'")
     assert sorted((r.run, r["count"]) for r in history.collect()) == [(first.run_id, 0), (second.run_id, 1)]
     assert "findings_history.png" in os.listdir(os.path.dirname(result.report))
     facts.silent_handle.close()
@@ -259,28 +262,29 @@ def test_bk_audit_and_the_spark_submit_job_exit_0_on_a_healthy_cluster(cluster, 
         for i in range(5):
             lh.append(b"entry-%d" % i)
         lh.close()
-    out = tmp_path / "audit"
+    out = tmp_path / "audit"  # replication/ and storage/: each audit its own output directory
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     bk_cli = [sys.executable, "-m", "bookie.cli.main", "audit"]
 
-    bad = subprocess.run(bk_cli + ["replication", "-u", c.metadata_service_uri, "--output", str(out),
+    bad = subprocess.run(bk_cli + ["replication", "-u", c.metadata_service_uri, "--output", str(out / "replication"),
                                    "--max-underreplicated-age", "-5"], capture_output=True, text=True, timeout=120)
     assert (bad.returncode, bad.stderr.strip()) == (2, "bk: --max-underreplicated-age -5 must be 0 or more")
 
-    done = subprocess.run(bk_cli + ["replication", "-u", c.metadata_service_uri, "--output", str(out),
+    done = subprocess.run(bk_cli + ["replication", "-u", c.metadata_service_uri, "--output", str(out / "replication"),
                                     "--master", "local[1]"], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "replication audit" in done.stdout and "nothing at risk" in done.stdout
-    assert partitions(out, "short_fragments") and partitions(out, "open_ledgers")
+    assert partitions(out / "replication", "short_fragments") and partitions(out / "replication", "open_ledgers")
 
     spark_submit = pathlib.Path(sys.executable).parent / "spark-submit"
     job = pathlib.Path(__file__).resolve().parents[2] / "jobs" / "storage_audit.py"
     done = subprocess.run([str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
                            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-                           str(job), "--metadata-service-uri", c.metadata_service_uri, "--output", str(out)],
+                           str(job), "--metadata-service-uri", c.metadata_service_uri,
+                           "--output", str(out / "storage")],
                           capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "storage audit" in done.stdout and "nothing at risk" in done.stdout
-    reports = list((out / "reports" / "storage").glob("date=*/run=*/report.md"))
+    reports = list((out / "storage" / "reports" / "storage").glob("date=*/run=*/report.md"))
     assert len(reports) == 1 and "Nothing at risk (exit code 0)" in reports[0].read_text()
     assert "cli-test" in reports[0].read_text()  # space by owner
