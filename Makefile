@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/spark_write.py
 	$(PY) bench/compaction.py
 	$(PY) bench/gc.py
+	$(PY) bench/audit.py
 	$(PY) bench/rereplication.py
 	$(PY) bench/interop.py  # says why it is skipped where no real BookKeeper is found
 	$(PY) bench/interop_spark.py  # likewise

@@ -1,0 +1,128 @@
+"""The notebooks in notebooks/ executed as a person would run them (nbclient + ipykernel, the kernel with its
+own SparkSession) against a local cluster holding the sample data: no cell may fail, every plot must be drawn,
+and the committed files stay without outputs."""
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import uuid
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from bookie.client import BookKeeper
+from bookie.testing.local_bookkeeper import LocalBookKeeper
+from spark_bookkeeper.notebook import (AUDIT_VARIABLE, SAMPLE_BOOKIE_SETTINGS, SAMPLE_BOOKIES, URI_VARIABLE,
+                                       add_sample_data)
+
+NOTEBOOKS = pathlib.Path(__file__).parents[2] / "notebooks"
+CELL_TIMEOUT = 900  # seconds per cell: the kernel starts a JVM and runs audits on two shared cores
+
+
+@pytest.fixture(scope="module")
+def sample_cluster(zookeeper, tmp_path_factory):
+    """Four bookies with the notebooks' sample data (one of them killed by it): (uri, SampleData)."""
+    cluster = LocalBookKeeper(SAMPLE_BOOKIES, base_dir=str(tmp_path_factory.mktemp("notebook-cluster")),
+                              zookeeper=zookeeper, root=f"/ledgers-{uuid.uuid4().hex[:8]}",
+                              bookie_settings={**SAMPLE_BOOKIE_SETTINGS, "zkTimeout": 2000}).start()
+    bk = BookKeeper(cluster.metadata_service_uri)
+    try:
+        sample = add_sample_data(bk, kill=lambda bookie: cluster.kill_bookie(
+            next(b.index for b in cluster.bookies if b.bookie_id == bookie), signal.SIGKILL))
+        yield cluster.metadata_service_uri, sample
+    finally:
+        bk.close()
+        cluster.stop()
+
+
+def execute(name: str, uri: str, cwd: pathlib.Path) -> nbformat.NotebookNode:
+    """Run every cell of notebooks/<name> in a fresh kernel pointed at ``uri``; the executed copy (the file
+    is left as it is). A cell that raises fails the test with nbclient's CellExecutionError."""
+    path = NOTEBOOKS / name
+    before = path.read_bytes()
+    notebook = nbformat.read(path, as_version=4)
+    env = {k: v for k, v in os.environ.items() if k != AUDIT_VARIABLE}
+    env[URI_VARIABLE] = uri
+    NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+                   resources={"metadata": {"path": str(cwd)}}).execute(env=env)
+    assert path.read_bytes() == before, f"executing {name} changed the committed file"
+    return notebook
+
+
+def images(notebook: nbformat.NotebookNode) -> int:
+    return sum(1 for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
+               if out.output_type == "display_data" and "image/png" in out.get("data", {}))
+
+
+def text(notebook: nbformat.NotebookNode) -> str:
+    return "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
+                   if out.output_type == "stream" and out.get("name") == "stdout")
+
+
+def test_audit_output_reads_scheduled_runs_from_audit_output(spark, tmp_path, monkeypatch):
+    """AUDIT_OUTPUT: the directory above the audits' own --output directories, or one of them; never a run.
+    (First in this module: its SparkSession, if it is the first, starts before any gRPC client here.)"""
+    from spark_bookkeeper.audit.history import Run, write_table
+    from spark_bookkeeper.notebook import audit_output, latest_run
+    findings = "audit string, kind string, count long, at_risk boolean, summary string, run_at timestamp"
+    for at in ("2026-11-20T06:00:00Z", "2026-11-21T06:00:00Z"):
+        run = Run.parse(at)
+        write_table(spark.createDataFrame([("replication", "unrecoverable", 1, True, "", run.at)], findings),
+                    str(tmp_path / "replication"), "findings_replication", run)
+    monkeypatch.setenv(AUDIT_VARIABLE, str(tmp_path))
+    output = audit_output(spark, "zk://127.0.0.1:1/unused", "replication")  # no cluster is asked
+    assert output == str(tmp_path / "replication")
+    assert [r.run for r in latest_run(spark, output, "findings_replication").collect()] == ["20261121T060000Z"]
+    monkeypatch.setenv(AUDIT_VARIABLE, output)
+    assert audit_output(spark, "zk://127.0.0.1:1/unused", "replication") == output
+    with pytest.raises(FileNotFoundError, match=r"holds no run of the storage audit .*bk audit storage"):
+        audit_output(spark, "zk://127.0.0.1:1/unused", "storage")
+    with pytest.raises(ValueError, match="unknown audit 'gc'; the audits are storage, replication"):
+        audit_output(spark, "zk://127.0.0.1:1/unused", "gc")
+
+
+def test_ledgers_notebook(sample_cluster, tmp_path):
+    uri, sample = sample_cluster
+    notebook = execute("ledgers.ipynb", uri, tmp_path)
+    out = text(notebook)
+    ledgers = len(sample.closed) + 2  # the two-fragment ledger and the open one
+    assert f"{uri}: {ledgers} ledgers" in out  # the cluster given, not a local one of its own
+    assert f"ledger {sample.two_fragments}: CLOSED" in out and "2 fragment(s)" in out  # the one drawn
+    assert sample.lost_bookie in out and "not registered" in out
+    assert images(notebook) == 4  # sizes/ages, per bookie, fragments, open ledgers
+
+
+def test_storage_notebook(sample_cluster, tmp_path):
+    uri, sample = sample_cluster
+    notebook = execute("storage.ipynb", uri, tmp_path)
+    out = text(notebook)
+    assert f"{uri}: storage audit run" in out
+    assert "unavailable" in out and sample.lost_bookie in out  # the killed bookie: no GC state
+    for owner in ("orders", "payments", "clickstream", "audit-log"):
+        assert f"|{owner}" in out
+    assert images(notebook) == 3  # disk per bookie, compaction candidates, space by owner
+
+
+def test_replication_notebook(sample_cluster, tmp_path):
+    uri, sample = sample_cluster
+    notebook = execute("replication.ipynb", uri, tmp_path)
+    out = text(notebook)
+    assert f"{uri}: replication audit run" in out
+    assert f"|{sample.lost_bookie}|marked|{len(sample.underreplicated)}" in out.replace(" ", "")
+    assert images(notebook) == 3  # under-replicated, short fragments, history
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_notebooks_are_committed_without_outputs(path):
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    dirty = [i for i, cell in enumerate(notebook.cells)
+             if cell.cell_type == "code" and (cell.execution_count is not None or cell.outputs)]
+    assert not dirty, f"{path.name}: cells {dirty} carry outputs or execution counts; clear them before committing"
+
+
+def test_every_notebook_is_tested():
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == ["ledgers.ipynb", "replication.ipynb", "storage.ipynb"]
+
