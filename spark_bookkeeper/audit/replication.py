@@ -148,6 +148,14 @@ def silent_writers(current: DataFrame, baseline: DataFrame | None, run: Run) -> 
             .orderBy(F.desc("silent_seconds"), "scope_id", "ledger_id"))
 
 
+def bookies_in_part(bookie_ledgers: DataFrame) -> DataFrame:
+    """The bookies whose ``bookie_ledgers`` rows are not all "ok": a stock BookKeeper bookie ("partial": its
+    entries are counted, its garbage-collection state is not available) or one that did not answer
+    ("unavailable"); per bookie and status, the ledgers it was asked about and what was missing."""
+    return (bookie_ledgers.where(F.col("status") != "ok").groupBy("bookie_id", "status")
+            .agg(F.count(F.lit(1)).alias("ledgers"), F.max("error").alias("error")).orderBy("bookie_id", "status"))
+
+
 def baseline_run(spark, output: str, run: Run, silent_after_s: int) -> str | None:
     """The latest earlier run of ``open_ledgers`` at least ``silent_after_s`` before ``run`` (None: none yet)."""
     cutoff = run.at - dt.timedelta(seconds=silent_after_s)
@@ -214,5 +222,5 @@ def run_replication_audit(spark, uri: str, output_dir: str, run: Run | None = No
     ]
     findings = record_findings(spark, result, output_dir)
     result.report = write_replication_report(result, output_dir, report_dir, findings, aged, short, single, opened,
-                                             silent, base)
+                                             silent, base, bookies_in_part(bookie_ledgers))
     return result

@@ -180,7 +180,7 @@ def write_storage_report(result: AuditResult, output_dir: str, report_dir: str |
 
 
 def write_replication_report(result: AuditResult, output_dir: str, report_dir: str | None, findings, aged, short,
-                             single, opened, silent, baseline: str | None) -> str:
+                             single, opened, silent, baseline: str | None, partial) -> str:
     directory = report_directory(result, output_dir, report_dir)
     ur_rows = aged.collect()
 
@@ -200,6 +200,10 @@ def write_replication_report(result: AuditResult, output_dir: str, report_dir: s
                           "Open ledgers by age", directory, "open_ledgers.png")
 
     lines = verdict(result)
+    # What this run could not see: a stock BookKeeper bookie lists its entries but has no GC state.
+    lines += ["## Bookies that answered in part or not at all", ""]
+    lines.append(table(partial.collect(), [
+        ("bookie", "bookie_id"), ("status", "status"), ("ledgers", "ledgers"), ("not available", "error")]))
     lines += ["## Under-replicated ledgers", ""] + _image(ur_plot, "under-replicated ledgers")
     lines.append(table(ur_rows[:DETAIL_ROWS], [
         ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("missing", lambda r: ", ".join(r.missing_replicas)),
