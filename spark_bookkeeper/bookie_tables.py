@@ -182,6 +182,15 @@ def held_bytes(state: pb.GarbageCollectionResponse) -> dict[tuple[int, int], Hel
     return out
 
 
+def stored_ids(response: pb.GetListOfEntriesOfLedgerResponse) -> np.ndarray | str:
+    """The entry ids a bookie's answer lists (empty for no such ledger), or what it answered instead."""
+    if response.status == status.ENOLEDGER:
+        return np.empty(0, dtype=np.int64)
+    if response.status != status.EOK:
+        return f"list of entries: {status.name_of(response.status)} {response.message}".rstrip()
+    return availability.ids_array(response.availabilityOfEntriesOfLedger)
+
+
 class EntryLister:
     """GetListOfEntriesOfLedger on one bookie for many ledgers; once the bookie stops answering, the rest are
     not asked (each would wait out its own timeout) and say why."""
@@ -195,15 +204,21 @@ class EntryLister:
         if self.gone is not None:
             return self.gone
         try:
-            response = self.client.list_entries(LedgerId(*key))
+            return stored_ids(self.client.list_entries(LedgerId(*key)))
         except BKException as exc:
             self.gone = f"list of entries: {type(exc).__name__}: {exc}"
             return self.gone
-        if response.status == status.ENOLEDGER:
-            return np.empty(0, dtype=np.int64)
-        if response.status != status.EOK:
-            return f"list of entries: {status.name_of(response.status)} {response.message}".rstrip()
-        return availability.ids_array(response.availabilityOfEntriesOfLedger)
+
+
+def entry_lists(client, keys: list[tuple[int, int]]) -> list[np.ndarray | str]:
+    """Each ledger's entry ids on the bookie (or what failed): this project's bookies answer many ledgers per
+    request (GetListOfEntriesOfLedgers); a stock BookKeeper bookie one per request, several at a time."""
+    if not isinstance(client, BookieClient):
+        return list(connections.worker_clients().executor.map(EntryLister(client), keys))
+    try:
+        return [stored_ids(r) for r in client.list_entries_of_ledgers([LedgerId(*key) for key in keys])]
+    except BKException as exc:
+        return [f"lists of entries: {type(exc).__name__}: {exc}"] * len(keys)
 
 
 def compare(ledger: LedgerOnBookie | None, stored: np.ndarray | None) -> tuple[int | None, int | None, list[int] | None]:
@@ -248,7 +263,7 @@ def read_bookie_ledgers(partition: BookiePartition):
     named = {(ledger.scope_id, ledger.ledger_id): ledger for ledger in partition.ledgers}
     # Ledgers whose bytes are here but whose metadata does not name this bookie: orphans, or copies left behind.
     keys = list(named) + [key for key in held if key not in named and partition.scope in (None, key[0])]
-    lists = connections.worker_clients().executor.map(EntryLister(client), keys)
+    lists = entry_lists(client, keys)
     gc_passes = state.passes if gc_error is None else None
     for key, stored in zip(keys, lists):
         ledger = named.get(key)

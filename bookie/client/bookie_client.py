@@ -18,8 +18,9 @@ from typing import Iterator
 import grpc
 
 from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
-                               BKMessageTooLargeException, BKTimeoutException)
+                               BKMessageTooLargeException, BKReadException, BKTimeoutException, from_status)
 from bookie.ledger_id import LedgerId
+from bookie.proto import availability, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
 
@@ -198,6 +199,23 @@ class BookieClient:
     def list_entries(self, ledger: LedgerId) -> pb.GetListOfEntriesOfLedgerResponse:
         request = pb.GetListOfEntriesOfLedgerRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id)
         return self._call(self.stub.GetListOfEntriesOfLedger, request, f"list of entries of ledger {ledger}")
+
+    def list_entries_of_ledgers(self, ledgers: list[LedgerId]) -> list[pb.GetListOfEntriesOfLedgerResponse]:
+        """Each ledger's list of entries, in order, asked MAX_LEDGERS_PER_LIST_REQUEST ledgers per request."""
+        out: list[pb.GetListOfEntriesOfLedgerResponse] = []
+        step = availability.MAX_LEDGERS_PER_LIST_REQUEST
+        for i in range(0, len(ledgers), step):
+            chunk = ledgers[i: i + step]
+            request = pb.GetListOfEntriesOfLedgersRequest(ledgers=[
+                pb.GetListOfEntriesOfLedgerRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id)
+                for ledger in chunk])
+            response = self._call(self.stub.GetListOfEntriesOfLedgers, request,
+                                  f"lists of entries of {len(chunk)} ledgers")
+            if response.status != status.EOK:
+                raise from_status(response.status, BKReadException,
+                                  f"bookie {self.bookie_id}: lists of entries of {len(chunk)} ledgers: {response.message}")
+            out.extend(response.ledgers)
+        return out
 
     def close(self) -> None:
         with self._lock:

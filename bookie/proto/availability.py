@@ -16,6 +16,7 @@ HEADER = struct.Struct(">ii")
 HEADER_SIZE = 64
 GROUP = struct.Struct(">qqii")
 VERSION = 0
+MAX_LEDGERS_PER_LIST_REQUEST = 4096  # GetListOfEntriesOfLedgers: ledgers asked in one request
 
 
 def encode(entry_ids) -> bytes:

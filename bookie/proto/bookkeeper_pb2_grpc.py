@@ -74,6 +74,11 @@ class BookieStub:
                 request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerRequest.SerializeToString,
                 response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerResponse.FromString,
                 _registered_method=True)
+        self.GetListOfEntriesOfLedgers = channel.unary_unary(
+                '/bookkeeper.proto.Bookie/GetListOfEntriesOfLedgers',
+                request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgersRequest.SerializeToString,
+                response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgersResponse.FromString,
+                _registered_method=True)
         self.GarbageCollection = channel.unary_unary(
                 '/bookkeeper.proto.Bookie/GarbageCollection',
                 request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GarbageCollectionRequest.SerializeToString,
@@ -132,6 +137,12 @@ class BookieServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetListOfEntriesOfLedgers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GarbageCollection(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -180,6 +191,11 @@ def add_BookieServicer_to_server(servicer, server):
                     servicer.GetListOfEntriesOfLedger,
                     request_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerRequest.FromString,
                     response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerResponse.SerializeToString,
+            ),
+            'GetListOfEntriesOfLedgers': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetListOfEntriesOfLedgers,
+                    request_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgersRequest.FromString,
+                    response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgersResponse.SerializeToString,
             ),
             'GarbageCollection': grpc.unary_unary_rpc_method_handler(
                     servicer.GarbageCollection,
@@ -403,6 +419,33 @@ class Bookie:
             '/bookkeeper.proto.Bookie/GetListOfEntriesOfLedger',
             bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerRequest.SerializeToString,
             bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetListOfEntriesOfLedgers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bookkeeper.proto.Bookie/GetListOfEntriesOfLedgers',
+            bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgersRequest.SerializeToString,
+            bookie_dot_proto_dot_bookkeeper__pb2.GetListOfEntriesOfLedgersResponse.FromString,
             options,
             channel_credentials,
             insecure,

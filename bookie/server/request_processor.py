@@ -331,10 +331,19 @@ class BookieServicer(pb_grpc.BookieServicer):
         return response
 
     async def GetListOfEntriesOfLedger(self, request, context) -> pb.GetListOfEntriesOfLedgerResponse:
+        return await run_in_executor(self._list_of_entries, request)
+
+    async def GetListOfEntriesOfLedgers(self, request, context) -> pb.GetListOfEntriesOfLedgersResponse:
+        if len(request.ledgers) > availability.MAX_LEDGERS_PER_LIST_REQUEST:
+            return pb.GetListOfEntriesOfLedgersResponse(status=status.EBADREQ, message=(
+                f"{len(request.ledgers)} ledgers in one request; at most {availability.MAX_LEDGERS_PER_LIST_REQUEST}"))
+        answers = await run_in_executor(lambda: [self._list_of_entries(ledger) for ledger in request.ledgers])
+        return pb.GetListOfEntriesOfLedgersResponse(status=status.EOK, ledgers=answers)
+
+    def _list_of_entries(self, request: pb.GetListOfEntriesOfLedgerRequest) -> pb.GetListOfEntriesOfLedgerResponse:
         response = pb.GetListOfEntriesOfLedgerResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
         try:
-            ids = await run_in_executor(self.bookie.stored_entry_ids, _ledger(request))
-            response.availabilityOfEntriesOfLedger = availability.encode(ids)
+            response.availabilityOfEntriesOfLedger = availability.encode(self.bookie.stored_entry_ids(_ledger(request)))
             response.status = status.EOK
         except Exception as exc:
             response.status, response.message = failure(exc)

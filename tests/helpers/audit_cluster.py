@@ -11,7 +11,7 @@ from bookie.client.bookie_client import BookieClient
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
 from bookie.proto import bookkeeper_pb2 as pb
-from bookie.proto import entry_format as ef
+from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
 from tests.helpers.gc import forced_pass
@@ -50,7 +50,7 @@ def _write_in_turns(handles, entries: int) -> None:
 def plant_orphan(bookie: str, address: str) -> None:
     """Entries written straight to one bookie for a ledger the metadata does not have."""
     digest = DigestManager(ORPHAN, b"made-up", "crc32c")
-    framed = ef.frame(digest.build_entry(e, e - 1, 0, b"orphan-%d" % e) for e in range(4))
+    framed = entry_format.frame(digest.build_entry(e, e - 1, 0, b"orphan-%d" % e) for e in range(4))
     client = BookieClient(bookie, address=address)
     try:
         assert client.add(ORPHAN, b"made-up-master-key", framed).result(10).status == status.EOK

@@ -16,7 +16,7 @@ from bookie.client.bookie_client import BookieClient
 from bookie.ledger_id import LedgerId
 from bookie.meta import layout
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.proto import availability, entry_format as ef, status
+from bookie.proto import availability, entry_format, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto.checksum import DigestManager, DigestType, generate_master_key
 from bookie.server.index import MAX_ENTRY_ID, MAX_MASTER_KEY_LENGTH, index_path
@@ -29,7 +29,7 @@ SERVICE = "/bookkeeper.proto.Bookie/"
 
 def framed(ledger: LedgerId, ids, lac: int = -1, size: int = 10, digest: str = "crc32c") -> bytes:
     manager = DigestManager(ledger, PASSWORD, digest)
-    return ef.frame(manager.build_entry(eid, lac, 0, bytes([eid % 251]) * size) for eid in ids)
+    return entry_format.frame(manager.build_entry(eid, lac, 0, bytes([eid % 251]) * size) for eid in ids)
 
 
 def _log(bookie) -> str:
@@ -43,7 +43,7 @@ def _range_ids(client: BookieClient, ledger: LedgerId, first: int, last: int, **
     covered = first - 1
     for message in client.read_entries(ledger, first, last, **kwargs):
         assert message.status == status.EOK, message.message
-        ids += [ef.peek_ids(f, 0)[2] for f in ef.iter_frames(message.entries)]
+        ids += [entry_format.peek_ids(f, 0)[2] for f in entry_format.iter_frames(message.entries)]
         covered = message.lastEntryIdCovered
     assert covered == last
     return ids
@@ -168,13 +168,13 @@ def test_listing_and_range_reads_cost_what_the_ledger_holds(make_bookie, far):
         ids, first = [], 0
         while True:  # as the service does: one message after another until the range is covered
             blob, count, covered = engine.read_entries(ledger, first, far, max_bytes=4 << 20)
-            ids += [ef.peek_ids(f, 0)[2] for f in ef.iter_frames(blob)]
+            ids += [entry_format.peek_ids(f, 0)[2] for f in entry_format.iter_frames(blob)]
             if covered >= far:
                 break
             first = covered + 1
         assert ids == stored
         blob, count, covered = engine.read_entries(ledger, 0, far, stride=3, offset=far % 3)
-        assert [ef.peek_ids(f, 0)[2] for f in ef.iter_frames(blob)] == [e for e in stored if e % 3 == far % 3]
+        assert [entry_format.peek_ids(f, 0)[2] for f in entry_format.iter_frames(blob)] == [e for e in stored if e % 3 == far % 3]
         # Two pages hold entries; a page sharing a file-system block with one of them is read too. Every
         # page in between would be 16 thousand to 134 million.
         assert engine.storage.cache.pages_loaded - before <= 16
@@ -266,8 +266,8 @@ def test_out_of_range_integers_get_ebadreq_and_no_traceback(one_bookie):
 def test_a_v2_entry_for_a_scope_0_ledger_is_refused(one_bookie, count):
     _, client = one_bookie
     ledger = LedgerId(0, 100)
-    flags = ef.V2_FLAG | (ef.ENTRY_FORMAT_V2 << 4) | DigestType.DUMMY
-    v2 = ef.frame(ef.V2_HEADER.pack(flags, 0, ledger.ledger_id, eid, -1, 0) + b"payload" for eid in range(count))
+    flags = entry_format.V2_FLAG | (entry_format.ENTRY_FORMAT_V2 << 4) | DigestType.DUMMY
+    v2 = entry_format.frame(entry_format.V2_HEADER.pack(flags, 0, ledger.ledger_id, eid, -1, 0) + b"payload" for eid in range(count))
     refused = client.add(ledger, KEY, v2).result(10)
     assert refused.status == status.EBADREQ and "V1" in refused.message, refused.message
     scoped = LedgerId(3, 100)

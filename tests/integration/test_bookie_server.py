@@ -15,7 +15,7 @@ from bookie.client.bookie_client import BookieClient
 from bookie.exceptions import BKMessageTooLargeException
 from bookie.ledger_id import LedgerId
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.proto import availability, entry_format as ef, status
+from bookie.proto import availability, entry_format, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto.checksum import DigestManager, generate_master_key
 from tests.helpers.held_journal_bookie import restart_with_held_journal
@@ -56,7 +56,7 @@ def test_every_request_type_round_trips(one_bookie):
     ids = []
     for message in client.read_entries(ledger, 0, 199, max_bytes=4096):
         assert message.status == status.EOK
-        ids += [digest.verify(f)[0].entry_id for f in ef.iter_frames(message.entries)]
+        ids += [digest.verify(f)[0].entry_id for f in entry_format.iter_frames(message.entries)]
     assert ids == list(range(200))
 
     assert client.write_lac(ledger, KEY, 199, digest.build_lac(199)).status == status.EOK
@@ -70,6 +70,27 @@ def test_every_request_type_round_trips(one_bookie):
     assert info.status == status.EOK and 0 < info.freeDiskSpace < info.totalDiskCapacity and not info.readOnly
     listing = client.list_entries(ledger)
     assert listing.status == status.EOK and availability.decode(listing.availabilityOfEntriesOfLedger) == list(range(200))
+
+
+def test_lists_of_entries_of_many_ledgers_in_one_request(one_bookie):
+    """GetListOfEntriesOfLedgers: one answer per ledger in the request's order, each with its own status; the
+    client splits a longer list at MAX_LEDGERS_PER_LIST_REQUEST; a longer request is refused, not served."""
+    c, client = one_bookie
+    striped, plain, absent = LedgerId(0, 21), LedgerId(5, 22), LedgerId(0, 23)
+    for e in range(0, 30, 3):  # a bookie's share of a striped ledger: every third entry
+        client.add(striped, KEY, entries(striped, e, 1)).result(10)
+    client.add(plain, KEY, entries(plain, 0, 7)).result(10)
+    asked = [absent, striped, plain] * (availability.MAX_LEDGERS_PER_LIST_REQUEST // 2)
+    answers = client.list_entries_of_ledgers(asked)
+    assert [(a.ledgerScopeId, a.ledgerId) for a in answers] == [tuple(ledger) for ledger in asked]
+    listed = {(a.ledgerScopeId, a.ledgerId): (a.status, availability.decode(a.availabilityOfEntriesOfLedger)
+                                              if a.status == status.EOK else None) for a in answers}
+    assert listed == {tuple(absent): (status.ENOLEDGER, None), tuple(striped): (status.EOK, list(range(0, 30, 3))),
+                      tuple(plain): (status.EOK, list(range(7)))}
+    too_many = pb.GetListOfEntriesOfLedgersRequest(ledgers=[pb.GetListOfEntriesOfLedgerRequest(ledgerId=1)] *
+                                                   (availability.MAX_LEDGERS_PER_LIST_REQUEST + 1))
+    refused = client.stub.GetListOfEntriesOfLedgers(too_many, timeout=30)
+    assert refused.status == status.EBADREQ and "at most 4096" in refused.message and not refused.ledgers
 
 
 def test_an_abandoned_range_read_leaves_the_bookie_serving(one_bookie):
