@@ -1,6 +1,7 @@
 """What the tests check the Java tools' output against (bookie/testing/realbk.py runs the tools)."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import signal
@@ -9,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.util.processes import stop_process
 from tests.helpers.waiting import wait_for
@@ -24,6 +26,25 @@ def summary_of(entries: list[bytes]) -> str:
         digest.update(struct.pack(">i", len(e)))
         digest.update(e)
     return digest.hexdigest()
+
+
+def java_ledger(cluster, count: int, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
+                entry_size: int = 100) -> int:
+    """A closed ledger of ``count`` entries written by BookKeeper's own client (realbk ``client write``)."""
+    return int(cluster.client("write", str(count), "--ensemble", str(ensemble), "--write-quorum", str(write_quorum),
+                              "--ack-quorum", str(ack_quorum), "--entry-size", str(entry_size)).stdout.split()[-1])
+
+
+def swap_first_members(store, ledger: int) -> tuple[str, ...]:
+    """Rewrite a one-fragment ledger's metadata by CAS so its first two members trade places: each then lacks
+    the entries of the other's place (E3 WQ2: index 0 holds ids 0, 2 mod 3, index 1 ids 0, 1 mod 3). Returns
+    the ensemble as it was written."""
+    versioned = store.read_ledger(LedgerId(0, ledger))
+    (first, ensemble), = versioned.value.ensembles
+    swapped = (ensemble[1], ensemble[0], *ensemble[2:])
+    store.write_ledger(LedgerId(0, ledger), dataclasses.replace(versioned.value, ensembles=((first, swapped),)),
+                       versioned.version)
+    return tuple(ensemble)
 
 
 def ledger_being_written(bk, known: set, min_lac: int) -> int:

@@ -20,12 +20,6 @@ FRAMED = 4 + 32 + 4 + SIZE  # frame length, v1 header, CRC32C digest, payload
 HEADERS = 36  # what maxSize counts besides the entries
 
 
-@pytest.fixture(scope="module")
-def java_cluster(zookeeper, tmp_path_factory):
-    with RealBookKeeper(zookeeper.connect_string, str(tmp_path_factory.mktemp("realbk-batch")), num_bookies=3) as c:
-        yield c
-
-
 def write(cluster, n: int, wq: int = 3) -> int:
     return int(cluster.client("write", str(n), "--ensemble", "3", "--write-quorum", str(wq), "--ack-quorum", "2",
                               "--entry-size", str(SIZE)).stdout.split()[-1])

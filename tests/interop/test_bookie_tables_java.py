@@ -3,29 +3,14 @@ garbage-collection state, so ``entrylogs`` says so per bookie and ``bookie_ledge
 GetListOfEntriesOfLedger tells (entries against the striping) with null bytes, status "partial"."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from bookie.client import BookKeeper
-from bookie.ledger_id import LedgerId
-from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk
+from bookie.testing.realbk import SKIP_REASON, find_realbk
+from tests.helpers.java_tools import java_ledger, swap_first_members
 from tests.helpers.spark_io import source
 
 pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
-
-
-@pytest.fixture(scope="module")
-def java_cluster(zookeeper, tmp_path_factory):
-    cluster = RealBookKeeper(zookeeper.connect_string, str(tmp_path_factory.mktemp("realbk-tables")), num_bookies=3)
-    with cluster:
-        yield cluster
-
-
-def java_ledger(cluster: RealBookKeeper, count: int) -> int:
-    """A closed E3 WQ2 ledger of ``count`` 100-byte entries written by BookKeeper's own client."""
-    return int(cluster.client("write", str(count), "--ensemble", "3", "--write-quorum", "2", "--ack-quorum", "2",
-                              "--entry-size", "100").stdout.split()[-1])
 
 
 def test_entrylogs_say_java_bookies_have_no_gc_state(spark, java_cluster):
@@ -42,12 +27,7 @@ def test_bookie_ledgers_count_entries_on_java_bookies_against_the_striping(spark
     whole, swapped = java_ledger(java_cluster, 30), java_ledger(java_cluster, 30)
     bk = BookKeeper(uri)
     try:
-        # Two members of one ledger trade places in its metadata: each then lacks the entries of the other's
-        # place (E3 WQ2: index 0 holds ids = 0, 2 mod 3, index 1 ids = 0, 1 mod 3).
-        versioned = bk.store.read_ledger(LedgerId(0, swapped))
-        (first, (a, b, c)), = versioned.value.ensembles
-        bk.store.write_ledger(LedgerId(0, swapped), dataclasses.replace(
-            versioned.value, ensembles=((first, (b, a, c)),)), versioned.version)
+        a, b, c = swap_first_members(bk.store, swapped)  # a and b then each lack the other's stripe
     finally:
         bk.close()
 

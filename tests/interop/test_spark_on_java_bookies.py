@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from bookie.client import BookKeeper
-from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk, payload
-from tests.helpers.java_tools import java_writer_stopped_mid_write
+from bookie.testing.realbk import SKIP_REASON, find_realbk, payload
+from tests.helpers.java_tools import java_ledger, java_writer_stopped_mid_write
 from tests.helpers.spark_io import source
 from tests.helpers.stream_sink import Batches
 
@@ -20,16 +20,8 @@ pytestmark = pytest.mark.skipif(find_realbk() is None, reason=SKIP_REASON)
 N_WRITTEN, SIZE = 40000, 100
 
 
-@pytest.fixture(scope="module")
-def java_cluster(zookeeper, tmp_path_factory):
-    cluster = RealBookKeeper(zookeeper.connect_string, str(tmp_path_factory.mktemp("realbk-spark")), num_bookies=3)
-    with cluster:
-        yield cluster
-
-
 def test_spark_reads_a_java_written_ledger_from_java_bookies(spark, java_cluster):
-    ledger = int(java_cluster.client("write", "600", "--ensemble", "3", "--write-quorum", "2", "--ack-quorum", "2",
-                                     "--entry-size", "100").stdout.split()[-1])
+    ledger = java_ledger(java_cluster, 600)  # E3 WQ2, 100-byte entries
     df = source(spark, java_cluster.metadata_service_uri, ledgers=str(ledger))
     assert df.rdd.getNumPartitions() == 3  # one fragment x three ensemble members
     rows = sorted(df.collect(), key=lambda r: r.entry_id)

@@ -3,22 +3,16 @@ own SparkSession) against a local cluster holding the sample data: no cell may f
 and the committed files stay without outputs."""
 from __future__ import annotations
 
-import os
-import pathlib
 import signal
 import uuid
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from bookie.client import BookKeeper
 from bookie.testing.local_bookkeeper import LocalBookKeeper
-from spark_bookkeeper.notebook import (AUDIT_VARIABLE, SAMPLE_BOOKIE_SETTINGS, SAMPLE_BOOKIES, URI_VARIABLE,
-                                       add_sample_data)
-
-NOTEBOOKS = pathlib.Path(__file__).parents[2] / "notebooks"
-CELL_TIMEOUT = 900  # seconds per cell: the kernel starts a JVM and runs audits on two shared cores
+from spark_bookkeeper.notebook import AUDIT_VARIABLE, SAMPLE_BOOKIE_SETTINGS, SAMPLE_BOOKIES, add_sample_data
+from tests.helpers.notebooks import NOTEBOOKS, execute, images, text
 
 
 @pytest.fixture(scope="module")
@@ -35,30 +29,6 @@ def sample_cluster(zookeeper, tmp_path_factory):
     finally:
         bk.close()
         cluster.stop()
-
-
-def execute(name: str, uri: str, cwd: pathlib.Path) -> nbformat.NotebookNode:
-    """Run every cell of notebooks/<name> in a fresh kernel pointed at ``uri``; the executed copy (the file
-    is left as it is). A cell that raises fails the test with nbclient's CellExecutionError."""
-    path = NOTEBOOKS / name
-    before = path.read_bytes()
-    notebook = nbformat.read(path, as_version=4)
-    env = {k: v for k, v in os.environ.items() if k != AUDIT_VARIABLE}
-    env[URI_VARIABLE] = uri
-    NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
-                   resources={"metadata": {"path": str(cwd)}}).execute(env=env)
-    assert path.read_bytes() == before, f"executing {name} changed the committed file"
-    return notebook
-
-
-def images(notebook: nbformat.NotebookNode) -> int:
-    return sum(1 for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
-               if out.output_type == "display_data" and "image/png" in out.get("data", {}))
-
-
-def text(notebook: nbformat.NotebookNode) -> str:
-    return "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
-                   if out.output_type == "stream" and out.get("name") == "stdout")
 
 
 def test_audit_output_reads_scheduled_runs_from_audit_output(spark, tmp_path, monkeypatch):
