@@ -10,7 +10,6 @@ exits. ``add_sample_data`` writes that data into any cluster (the notebook tests
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
 import os
 import random
@@ -150,24 +149,9 @@ def audit_output(spark, uri: str, audit: str) -> str:
                                 "temporary directory")
     output = tempfile.mkdtemp(prefix=f"bk-{audit}-audit-")
     atexit.register(shutil.rmtree, output, True)
-    with _notebook_backend():
-        from spark_bookkeeper.audit import run_replication_audit, run_storage_audit
-        (run_storage_audit if audit == "storage" else run_replication_audit)(spark, uri, output)
+    from spark_bookkeeper.audit import run_replication_audit, run_storage_audit
+    (run_storage_audit if audit == "storage" else run_replication_audit)(spark, uri, output)
     return output
-
-
-@contextlib.contextmanager
-def _notebook_backend():
-    """Keep the notebook's matplotlib backend (inline) across the audit's report, which selects Agg for
-    schedulers' hosts without a display: plots drawn after it would otherwise never be shown."""
-    import matplotlib
-    backend = matplotlib.get_backend()
-    try:
-        yield
-    finally:
-        if matplotlib.get_backend() != backend:
-            import matplotlib.pyplot as plt
-            plt.switch_backend(backend)
 
 
 def latest_run(spark, output: str, table: str):
@@ -175,8 +159,7 @@ def latest_run(spark, output: str, table: str):
     when no run wrote it."""
     from pyspark.sql import functions as F
 
-    with _notebook_backend():
-        from spark_bookkeeper.audit.history import read_history
+    from spark_bookkeeper.audit.history import read_history
     history = read_history(spark, output, table)
     if history is None:
         return None

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 
-import matplotlib
+# Figures drawn without pyplot: they render to PNG on a host without a display, and the audit never changes
+# the process's matplotlib backend (a notebook that runs it keeps drawing inline).
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # no display on a scheduler's host
-import matplotlib.pyplot as plt  # noqa: E402
-
-from spark_bookkeeper.audit.result import AuditResult  # noqa: E402
+from spark_bookkeeper.audit.result import AuditResult
 
 DETAIL_ROWS = 20  # rows of each detail table in the report; the Parquet tables have them all
 
@@ -74,10 +73,15 @@ def verdict(result: AuditResult) -> list[str]:
     return lines
 
 
+def _subplots(*grid: int, figsize: tuple[float, float]):
+    """(figure, axes) as pyplot.subplots gives them, without pyplot's global state."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(*grid)
+
+
 def _save(fig, directory: str, name: str) -> str:
     fig.tight_layout()
     fig.savefig(os.path.join(directory, name), dpi=90)
-    plt.close(fig)
     return name
 
 
@@ -86,7 +90,7 @@ def plot_findings_history(findings, directory: str) -> str | None:
     rows = findings.select("kind", "count", "run_at").orderBy("run_at").collect() if findings is not None else []
     if len({r.run_at for r in rows}) < 2:
         return None
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = _subplots(figsize=(8, 3.5))
     for kind in sorted({r.kind for r in rows}):
         points = [(r.run_at, r["count"]) for r in rows if r.kind == kind]
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=kind)
@@ -99,7 +103,7 @@ def plot_findings_history(findings, directory: str) -> str | None:
 
 def histogram(values: list[float], xlabel: str, ylabel: str, title: str, directory: str, name: str,
               value_range: tuple[float, float] | None = None) -> str:
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = _subplots(figsize=(8, 3))
     ax.hist(values, bins=20, range=value_range)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -118,7 +122,7 @@ def write_storage_report(result: AuditResult, output_dir: str, report_dir: str |
     owner_rows = owners.collect()
 
     answered = [b for b in bookies if b.status == "ok"]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * max(3, len(bookies)) + 1))
+    fig, ax = _subplots(figsize=(8, 0.5 * max(3, len(bookies)) + 1))
     names = [b.bookie_id for b in answered]
     divisor, unit = scale([(b.total_bytes or 0) for b in answered])
     live = [(b.live_bytes or 0) / divisor for b in answered]
@@ -133,7 +137,7 @@ def write_storage_report(result: AuditResult, output_dir: str, report_dir: str |
     disk = _save(fig, directory, "disk_per_bookie.png")
 
     top = owner_rows[:10]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * max(3, len(top)) + 1))
+    fig, ax = _subplots(figsize=(8, 0.45 * max(3, len(top)) + 1))
     divisor, unit = scale([(o.stored_bytes or 0) for o in top])
     ax.barh([o.owner for o in top][::-1], [(o.stored_bytes or 0) / divisor for o in top][::-1])
     ax.set_xlabel(f"{unit} stored (all replicas)")
@@ -184,7 +188,7 @@ def write_replication_report(result: AuditResult, output_dir: str, report_dir: s
     directory = report_directory(result, output_dir, report_dir)
     ur_rows = aged.collect()
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+    fig, (left, right) = _subplots(1, 2, figsize=(9, 3.2))
     states: dict[str, int] = {}
     for r in ur_rows:
         states[r.state] = states.get(r.state, 0) + 1
