@@ -17,6 +17,7 @@ from kazoo.exceptions import ConnectionLoss
 
 from bookie.exceptions import BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
+from bookie.meta import log_metadata
 import spark_bookkeeper
 from spark_bookkeeper import connections
 from spark_bookkeeper import log as log_module
@@ -134,6 +135,8 @@ def test_a_commit_left_in_doubt_makes_abort_delete_nothing(shared_cluster, monke
     bk = connections.driver_client(uri)
     writer = new_writer(uri, name, writer_id="pipeline-c", batch_id=0)
     messages = [writer.write(arrow_batches(rows(0, 30)))]
+    # The in-doubt window is read where the update loop runs (bookie.meta.log_metadata), not the re-export.
+    monkeypatch.setattr(log_metadata, "COMMIT_RESOLVE_SECONDS", 1.0)
     monkeypatch.setattr(log_module, "COMMIT_RESOLVE_SECONDS", 1.0)
     real_create, real_get, path = bk.store.zk.create, bk.store.zk.get, log_module.log_path(bk.store, name)
     cut_off = []
