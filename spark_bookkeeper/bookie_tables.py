@@ -23,6 +23,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from bookie.client.bookie_client import BookieClient
 from bookie.exceptions import BKException
+from bookie.client.distribution_schedule import stores
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerState
@@ -62,7 +63,7 @@ class LedgerOnBookie:
         out = []
         for _, first, last, member in self.fragments:
             ids = np.arange(first, last + 1, dtype=np.int64)
-            out.append(ids[(member - ids) % self.ensemble_size < self.write_quorum])
+            out.append(ids[stores(member, ids, self.ensemble_size, self.write_quorum)])
         return out, sum(len(ids) for ids in out)
 
 
@@ -99,11 +100,7 @@ def plan(opts: ReadOptions) -> list[BookiePartition]:
     registered = list(dict.fromkeys(bk.writable_bookies() + bk.readonly_bookies()))
     on_bookie: dict[str, list[LedgerOnBookie]] = {b: [] for b in registered}
     known: dict[tuple[int, int], bool] = {}
-    for ledger in bk.list_ledgers(opts.scope):
-        try:
-            md = bk.store.read_ledger(ledger).value
-        except BKException:  # deleted while listing
-            continue
+    for ledger, md in bk.store.ledgers_with_metadata(opts.scope):
         known[tuple(ledger)] = md.state == LedgerState.CLOSED
         for bookie, summary in on_bookies(ledger, md).items():
             on_bookie.setdefault(bookie, []).append(summary)

@@ -57,11 +57,7 @@ def rows(opts: ReadOptions) -> list[tuple]:
                     out.append((bookie, "unavailable", None, None))
         return out
     out = []
-    for ledger in bk.list_ledgers(opts.scope if opts.scope is not None else None):
-        try:
-            md = bk.ledger_metadata(ledger)
-        except Exception:  # deleted while listing
-            continue
+    for ledger, md in bk.store.ledgers_with_metadata(opts.scope):
         if opts.table == "ledgers":
             bookies = sorted({b for _, ens in md.ensembles for b in ens})
             out.append((ledger.scope_id, ledger.ledger_id, md.state.name, md.ensemble_size, md.write_quorum_size,

@@ -19,8 +19,7 @@ from typing import Callable, Iterable, Iterator
 from bookie.client.distribution_schedule import stores
 from bookie.client.ledger_checker import LedgerFragment, fragments_of
 from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator
-from bookie.exceptions import (BKException, BKIllegalOpException, BKNoSuchLedgerExistsException,
-                               BKNoSuchLedgerExistsOnMetadataServerException, BKTimeoutException)
+from bookie.exceptions import BKException, BKIllegalOpException, BKNoSuchLedgerExistsException, BKTimeoutException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
@@ -76,11 +75,7 @@ class BookKeeperAdmin:
     def ledgers_on(self, bookies: Iterable[str], scope_id: int | None = None) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
         """Each ledger with a fragment on one of ``bookies`` (all scopes by default), with its metadata."""
         wanted = set(bookies)
-        for ledger in self.store.iterate_ledgers(scope_id):
-            try:
-                md = self.store.read_ledger(ledger).value
-            except BKNoSuchLedgerExistsOnMetadataServerException:
-                continue  # deleted since the listing
+        for ledger, md in self.store.ledgers_with_metadata(scope_id):
             if any(wanted & set(ensemble) for _, ensemble in md.ensembles):
                 yield ledger, md
 

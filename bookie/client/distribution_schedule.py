@@ -16,7 +16,9 @@ def write_set(entry_id: int, ensemble_size: int, write_quorum: int) -> list[int]
     return [(entry_id + i) % ensemble_size for i in range(write_quorum)]
 
 
-def stores(bookie_index: int, entry_id: int, ensemble_size: int, write_quorum: int) -> bool:
+def stores(bookie_index: int, entry_id, ensemble_size: int, write_quorum: int):
+    """Whether the bookie at ``bookie_index`` is in the write set of ``entry_id`` (elementwise for a numpy
+    array of entry ids: a mask)."""
     return (bookie_index - entry_id) % ensemble_size < write_quorum
 
 

@@ -11,6 +11,7 @@ import abc
 from dataclasses import dataclass
 from typing import Callable, Generic, Iterator, TypeVar
 
+from bookie.exceptions import BKNoSuchLedgerExistsOnMetadataServerException
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
 from bookie.meta.ledger_metadata import LedgerMetadata
@@ -83,6 +84,16 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def sync(self) -> None:
         """Make the reads that follow see every change completed before this call (ZooKeeper's sync)."""
+
+    def ledgers_with_metadata(self, scope_id: int | None = 0) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
+        """Every ledger of a scope (None: all scopes) with its metadata, as ``iterate_ledgers`` lists them; a
+        ledger deleted between the listing and its read is left out (what the auditor, the admin and the
+        metadata tables walk)."""
+        for ledger in self.iterate_ledgers(scope_id):
+            try:
+                yield ledger, self.read_ledger(ledger).value
+            except BKNoSuchLedgerExistsOnMetadataServerException:
+                continue
 
     @abc.abstractmethod
     def watch_ledger(self, ledger: LedgerId, callback: Callable[[Versioned[LedgerMetadata] | None], None]) -> Callable[[], None]:

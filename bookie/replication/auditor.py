@@ -243,11 +243,7 @@ class Auditor:
 
     def _all_ledgers(self) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
         # Every scope: scope 0's ledgers are marked where BookKeeper's tools see them, the others apart.
-        for ledger in self.store.iterate_ledgers(None):
-            try:
-                yield ledger, self.store.read_ledger(ledger).value
-            except BKNoSuchLedgerExistsOnMetadataServerException:
-                continue  # deleted since the listing
+        return self.store.ledgers_with_metadata(None)
 
     def _mark(self, index: dict[str, set[LedgerId]], bookies: set[str]) -> None:
         marks = ledgers_to_mark(index, bookies)
