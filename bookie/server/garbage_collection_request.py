@@ -4,6 +4,9 @@ pass, suspend or resume a compaction, or report the GarbageCollectorThread's sta
 ledgers on request (the audit tables)."""
 from __future__ import annotations
 
+import os
+
+from bookie.exceptions import BKException
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import status
@@ -37,11 +40,35 @@ def handle(bookie, request: pb.GarbageCollectionRequest) -> pb.GarbageCollection
     response.majorCompactionThreshold = gc.conf["majorCompactionThreshold"]
     response.gcWaitTimeMs = gc.conf["gcWaitTime"]
     if request.ledgerDetails:
-        log_id, size, ledgers = bookie.storage.entry_logger.current_log_usage()
-        response.currentEntryLog.CopyFrom(pb.EntryLogUsage(
-            entryLogId=log_id, totalSize=size, remainingSize=size, ledgerCount=len(ledgers),
-            ledgers=[_ledger_bytes(ledger, n) for ledger, n in ledgers.items()]))
+        logger = bookie.storage.entry_logger
+        log_id, size, ledgers = logger.current_log_usage()
+        response.currentEntryLog.CopyFrom(_usage_of_map(log_id, size, ledgers))
+        response.entryLogs.extend(_finished_since_last_pass(logger, response))
     return response
+
+
+def _usage_of_map(log_id: int, size: int, ledgers: dict[LedgerId, int]) -> pb.EntryLogUsage:
+    return pb.EntryLogUsage(entryLogId=log_id, totalSize=size, remainingSize=sum(ledgers.values()),
+                            ledgerCount=len(ledgers), ledgers=[_ledger_bytes(ledger, n) for ledger, n in ledgers.items()])
+
+
+def _finished_since_last_pass(logger, response: pb.GarbageCollectionResponse) -> list[pb.EntryLogUsage]:
+    """Logs finished after the garbage collector's last pass (it has not described them yet), from their ledgers
+    maps: without them, the bytes of a ledger whose log rolled since that pass would be in no log at all."""
+    known = {u.entryLogId for u in response.entryLogs} | {k.entryLogId for k in response.skipped}
+    out = []
+    for log_id in logger.finished_log_ids():
+        if log_id in known:
+            continue
+        path = logger.path_of(log_id)
+        try:
+            ledgers = logger.read_ledgers_map(log_id)
+            size = os.path.getsize(path) if path is not None else 0
+        except (OSError, BKException):
+            continue  # removed meanwhile, or unreadable: the next pass describes or skips it
+        if ledgers is not None:
+            out.append(_usage_of_map(log_id, size, ledgers))
+    return out
 
 
 def _ledger_bytes(ledger: LedgerId, size: int, deleted_at_pass: int = 0) -> pb.LedgerBytes:
