@@ -16,6 +16,7 @@ A bookie that does not answer gives rows saying so (status ``unavailable``), nev
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +27,7 @@ from bookie.exceptions import BKException
 from bookie.client.distribution_schedule import stores
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BookieServiceInfo
-from bookie.meta.ledger_metadata import LedgerState
+from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.proto import availability, status
 from bookie.proto import bookkeeper_pb2 as pb
 from spark_bookkeeper import connections
@@ -97,17 +98,24 @@ def on_bookies(ledger: LedgerId, md) -> dict[str, LedgerOnBookie]:
 def plan(opts: ReadOptions) -> list[BookiePartition]:
     """The driver's part: every bookie, registered or named by the metadata, with what each needs."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
+    return plan_from(bk, bk.store.ledgers_with_metadata(opts.scope), opts.table, opts.scope)
+
+
+def plan_from(bk, ledgers: Iterable[tuple[LedgerId, LedgerMetadata]], table: str,
+              scope: int | None = None) -> list[BookiePartition]:
+    """``plan`` from ledgers already read (each with its metadata): callers reading several tables read the
+    metadata once (the audits)."""
     registered = list(dict.fromkeys(bk.writable_bookies() + bk.readonly_bookies()))
     on_bookie: dict[str, list[LedgerOnBookie]] = {b: [] for b in registered}
     known: dict[tuple[int, int], bool] = {}
-    for ledger, md in bk.store.ledgers_with_metadata(opts.scope):
+    for ledger, md in ledgers:
         known[tuple(ledger)] = md.state == LedgerState.CLOSED
         for bookie, summary in on_bookies(ledger, md).items():
             on_bookie.setdefault(bookie, []).append(summary)
-    with_ledgers = opts.table == "bookie_ledgers"
+    with_ledgers = table == "bookie_ledgers"
     return [BookiePartition(bookie, bk.store.bookie_service_info(bookie) if bookie in registered else None,
                             bookie in registered, ledgers if with_ledgers else [], known if with_ledgers else {},
-                            opts.scope)
+                            scope)
             for bookie, ledgers in sorted(on_bookie.items())]
 
 
@@ -290,7 +298,12 @@ class BookieTableReader(DataSourceReader):
         return plan(self.opts)
 
     def read(self, partition: BookiePartition):
-        if self.opts.table == "entrylogs":
-            yield from read_entrylogs(partition)
-        else:
-            yield from read_bookie_ledgers(partition)
+        yield from read_partition(self.opts.table, partition)
+
+
+def read_partition(table: str, partition: BookiePartition) -> Iterator[tuple]:
+    """The rows of ``table`` from one bookie (on an executor)."""
+    if table == "entrylogs":
+        yield from read_entrylogs(partition)
+    else:
+        yield from read_bookie_ledgers(partition)

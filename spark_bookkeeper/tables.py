@@ -56,18 +56,26 @@ def rows(opts: ReadOptions) -> list[tuple]:
                 except Exception:  # registered but not answering
                     out.append((bookie, "unavailable", None, None))
         return out
-    out = []
-    for ledger, md in bk.store.ledgers_with_metadata(opts.scope):
-        if opts.table == "ledgers":
-            bookies = sorted({b for _, ens in md.ensembles for b in ens})
-            out.append((ledger.scope_id, ledger.ledger_id, md.state.name, md.ensemble_size, md.write_quorum_size,
-                        md.ack_quorum_size, md.last_entry_id, md.length, md.digest_type.name.lower(),
-                        _timestamp(md.ctime), len(md.ensembles), bookies,
-                        dict(md.custom_metadata)))
-        else:
-            for i, (first, last, ensemble) in enumerate(md.fragments()):
-                out.append((ledger.scope_id, ledger.ledger_id, i, first, last, list(ensemble), md.state.name))
-    return out
+    build = LEDGER_ROWS[opts.table]
+    return [row for ledger, md in bk.store.ledgers_with_metadata(opts.scope) for row in build(ledger, md)]
+
+
+def ledger_rows(ledger, md) -> list[tuple]:
+    """The ``ledgers`` row of one ledger (a list of one, like ``fragment_rows``)."""
+    bookies = sorted({b for _, ens in md.ensembles for b in ens})
+    return [(ledger.scope_id, ledger.ledger_id, md.state.name, md.ensemble_size, md.write_quorum_size,
+             md.ack_quorum_size, md.last_entry_id, md.length, md.digest_type.name.lower(), _timestamp(md.ctime),
+             len(md.ensembles), bookies, dict(md.custom_metadata))]
+
+
+def fragment_rows(ledger, md) -> list[tuple]:
+    """The ``fragments`` rows of one ledger: one per ensemble it had."""
+    return [(ledger.scope_id, ledger.ledger_id, i, first, last, list(ensemble), md.state.name)
+            for i, (first, last, ensemble) in enumerate(md.fragments())]
+
+
+# The tables built from each ledger's metadata alone: table → its rows of one ledger.
+LEDGER_ROWS = {"ledgers": ledger_rows, "fragments": fragment_rows}
 
 
 class TableReader(DataSourceReader):

@@ -1,6 +1,9 @@
-"""What both audits share: reading a table of format("bookkeeper"), the bookie row statuses, and the
-snapshot step (write this run's partition, read it back, so every finding is computed from what was stored)."""
+"""What both audits share: reading the tables of format("bookkeeper") (with one pass over the ledger
+metadata), the bookie row statuses, and the snapshot step (write this run's partition, read it back, so every
+finding is computed from what was stored)."""
 from __future__ import annotations
+
+import functools
 
 from spark_bookkeeper.audit.history import Run, write_table
 
@@ -10,6 +13,29 @@ UNAVAILABLE = "unavailable"
 
 def read_table(spark, uri: str, table: str):
     return spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("table", table).load()
+
+
+def read_tables(spark, uri: str, names: tuple[str, ...]) -> dict[str, object]:
+    """The tables ``names`` as format("bookkeeper") gives them, every ledger's metadata read once for all of
+    them: ``ledgers`` and ``fragments`` built on the driver, ``entrylogs`` and ``bookie_ledgers`` one task per
+    bookie on the executors from the same plan the data source makes (bookie_tables.plan_from). Read alone,
+    each of these tables would read all the metadata again."""
+    from spark_bookkeeper import bookie_tables, connections, tables
+    bk = connections.driver_client(uri)
+    ledgers = list(bk.store.ledgers_with_metadata(None)) if set(names) - {"underreplicated"} else []
+    out = {}
+    for name in names:
+        if name in tables.LEDGER_ROWS:
+            rows = [row for ledger, md in ledgers for row in tables.LEDGER_ROWS[name](ledger, md)]
+            out[name] = spark.createDataFrame(rows, tables.SCHEMAS[name])
+        elif name in bookie_tables.SCHEMAS:
+            partitions = bookie_tables.plan_from(bk, ledgers, name)
+            per_bookie = spark.sparkContext.parallelize(partitions, max(1, len(partitions)))
+            out[name] = spark.createDataFrame(per_bookie.flatMap(functools.partial(bookie_tables.read_partition, name)),
+                                              bookie_tables.SCHEMAS[name])
+        else:
+            out[name] = read_table(spark, uri, name)
+    return out
 
 
 def snapshot(spark, df, output: str, table: str, run: Run, written: dict[str, str]):

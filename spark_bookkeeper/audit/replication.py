@@ -33,7 +33,7 @@ from pyspark.sql.types import IntegerType
 
 from bookie.client.distribution_schedule import stores
 from bookie.meta.ledger_underreplication_manager import UNRECOVERABLE
-from spark_bookkeeper.audit.common import (ANSWERED, UNAVAILABLE, check_cluster, read_table, record_findings,
+from spark_bookkeeper.audit.common import (ANSWERED, UNAVAILABLE, check_cluster, read_tables, record_findings,
                                            snapshot)
 from spark_bookkeeper.audit.history import Run, read_history, run_time, runs_before
 from spark_bookkeeper.audit.result import AuditResult, Finding
@@ -178,11 +178,9 @@ def run_replication_audit(spark, uri: str, output_dir: str, run: Run | None = No
     result = AuditResult("replication", run)
     written = result.tables
     base = baseline_run(spark, output_dir, run, silent_after)
-    ur = snapshot(spark, read_table(spark, uri, "underreplicated"), output_dir, "underreplicated", run, written)
-    ledgers = snapshot(spark, read_table(spark, uri, "ledgers"), output_dir, "ledgers", run, written)
-    fragments = snapshot(spark, read_table(spark, uri, "fragments"), output_dir, "fragments", run, written)
-    bookie_ledgers = snapshot(spark, read_table(spark, uri, "bookie_ledgers"), output_dir, "bookie_ledgers", run,
-                              written)
+    ur, ledgers, fragments, bookie_ledgers = (
+        snapshot(spark, df, output_dir, name, run, written)
+        for name, df in read_tables(spark, uri, ("underreplicated", "ledgers", "fragments", "bookie_ledgers")).items())
 
     aged = snapshot(spark, underreplicated_aged(ur, run, max_underreplicated_age), output_dir,
                     "underreplicated_aged", run, written)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_bookkeeper.audit.common import ANSWERED, check_cluster, read_table, record_findings, snapshot
+from spark_bookkeeper.audit.common import ANSWERED, check_cluster, read_tables, record_findings, snapshot
 from spark_bookkeeper.audit.history import Run, read_history, runs_before
 from spark_bookkeeper.audit.result import AuditResult, Finding
 
@@ -189,10 +189,9 @@ def run_storage_audit(spark, uri: str, output_dir: str, run: Run | None = None,
     result = AuditResult("storage", run)
     written = result.tables
     known = known_ledgers(spark, output_dir, run)  # before this run's snapshot joins the history
-    entrylogs = snapshot(spark, read_table(spark, uri, "entrylogs"), output_dir, "entrylogs", run, written)
-    bookie_ledgers = snapshot(spark, read_table(spark, uri, "bookie_ledgers"), output_dir, "bookie_ledgers", run,
-                              written)
-    ledgers = snapshot(spark, read_table(spark, uri, "ledgers"), output_dir, "ledgers", run, written)
+    entrylogs, bookie_ledgers, ledgers = (
+        snapshot(spark, df, output_dir, name, run, written)
+        for name, df in read_tables(spark, uri, ("entrylogs", "bookie_ledgers", "ledgers")).items())
 
     space = snapshot(spark, bookie_space(entrylogs), output_dir, "bookie_space", run, written)
     skipped = snapshot(spark, skipped_logs(entrylogs), output_dir, "skipped_logs", run, written)

@@ -33,3 +33,47 @@ def test_underreplicated_table_shows_what_autorecovery_records(spark, shared_clu
     for row in rows.values():
         assert now - dt.timedelta(minutes=10) < row.marked_at.astimezone(dt.timezone.utc) <= now
     assert copying.state_since.astimezone(dt.timezone.utc) >= copying.marked_at.astimezone(dt.timezone.utc)
+
+
+def test_the_audits_read_every_table_from_one_pass_over_the_metadata(spark, shared_cluster, monkeypatch):
+    """read_tables (what both audits read) gives each table's rows as format("bookkeeper") gives them read
+    alone, listing and reading the ledger metadata once for all of them (bench/audit.py: each table read alone
+    reads it all again)."""
+    from bookie.client import BookKeeper
+    from spark_bookkeeper import connections
+    from spark_bookkeeper.audit.common import read_tables
+    uri = shared_cluster.metadata_service_uri
+    with BookKeeper(uri) as bk:
+        ids = set()
+        for i in range(6):
+            handle = bk.create_ledger(3, 2, 2, password=b"p", custom_metadata={"application": b"app-%d" % (i % 2)})
+            handle.append_batch([b"x" * 100] * (3 + i)).result(60)
+            if i % 3:  # some closed, some open
+                handle.close()
+            ids.add(handle.ledger_id)
+    names = ("ledgers", "fragments", "bookie_ledgers", "entrylogs", "underreplicated")
+    alone = {name: source(spark, uri, table=name).collect() for name in names}
+    store = connections.driver_client(uri).store
+    passes = []
+    listing = store.ledgers_with_metadata
+    monkeypatch.setattr(store, "ledgers_with_metadata", lambda scope=0: passes.append(scope) or listing(scope))
+    together = {name: df.collect() for name, df in read_tables(spark, uri, names).items()}
+    assert passes == [None]  # every scope, once
+
+    def ours(rows, *columns):
+        # Only this test's ledgers: others on the shared cluster may be deleted and collected meanwhile.
+        return sorted(tuple(r[c] for c in columns) for r in rows if r.ledger_id in ids)
+
+    columns = alone["ledgers"][0].asDict()
+    assert ours(together["ledgers"], *columns) == ours(alone["ledgers"], *columns)
+    assert len(ours(together["ledgers"], "ledger_id")) == 6
+    assert ours(together["fragments"], "ledger_id", "fragment", "first_entry_id", "last_entry_id", "ensemble",
+                "state") == ours(alone["fragments"], "ledger_id", "fragment", "first_entry_id", "last_entry_id",
+                                 "ensemble", "state")
+    stored = ("bookie_id", "ledger_id", "in_metadata", "expected_entries", "entries", "missing_entries",
+              "short_fragments", "status")
+    assert ours(together["bookie_ledgers"], *stored) == ours(alone["bookie_ledgers"], *stored)
+    assert len(ours(together["bookie_ledgers"], "bookie_id")) == 6 * 3  # E=3: every ledger on three bookies
+    assert sorted({(r.bookie_id, r.status) for r in together["entrylogs"]}) == \
+        sorted({(r.bookie_id, r.status) for r in alone["entrylogs"]})
+    assert together["underreplicated"] == alone["underreplicated"]
