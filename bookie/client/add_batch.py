@@ -77,6 +77,21 @@ def frame_entries(digest: DigestManager, first: int, lac: int, length: int, payl
     return frames, length
 
 
+def frame_and_stripe(digest: DigestManager, first: int, lac: int, length: int, payloads: list,
+                     write_sets: list[tuple[int, ...]]) -> tuple[dict[int, bytes], tuple[tuple[int, ...], ...], int]:
+    """``payloads`` framed as entries ``first..`` carrying ``lac`` and split by bookie (``stripe``); returns
+    the parts, the write sets, and the ledger's length through the last entry. When every bookie stores
+    every entry the frames are built straight into one shared buffer (one copy of each payload)."""
+    if len(payloads) > 1 and len(write_sets[0]) < len(write_sets):
+        frames, length = frame_entries(digest, first, lac, length, payloads)
+        parts, quorums = stripe(first, frames, write_sets)
+        return parts, quorums, length
+    blob, length = digest.build_framed(first, lac, length, payloads)
+    E = len(write_sets)
+    quorums = tuple(write_sets[r] for r in sorted({e % E for e in range(first, first + min(len(payloads), E))}))
+    return {i: blob for i in (quorums[0] if len(payloads) == 1 else range(E))}, quorums, length
+
+
 def stripe(first: int, frames: list[bytes], write_sets: list[tuple[int, ...]]
            ) -> tuple[dict[int, bytes], tuple[tuple[int, ...], ...]]:
     """What each bookie stores of entries ``first..`` (``frames``), and the write sets they use.

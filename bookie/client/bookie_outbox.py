@@ -51,6 +51,14 @@ class BookieOutboxes:
         limit = self.max_inflight
         return any(box and len(inflight) < limit for box, inflight in zip(self._outbox, self._inflight))
 
+    def has_room(self) -> bool:
+        """Whether some bookie that has not failed may take another batch now."""
+        limit, failed = self.max_inflight, self.failed
+        for i, inflight in enumerate(self._inflight):
+            if len(inflight) < limit and i not in failed:
+                return True
+        return False
+
     def take_sendable(self, ensemble: list[str]) -> list[InflightBatch]:
         """Batches that may go out now, counted as in flight from now on."""
         batches = []

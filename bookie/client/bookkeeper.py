@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
@@ -167,17 +167,26 @@ class BookKeeper:
             self._completions.put(failed)
 
     def _complete_loop(self) -> None:
+        """Complete each queued item in order: a list of acknowledged PendingAddOps, or of (future, error)."""
         while True:
             item = self._completions.get()
             if item is _STOP:
                 return
             for entry in item:
-                if isinstance(entry, tuple):
-                    op, error = entry
-                    if not op.future.done():
-                        op.future.set_exception(error)
-                elif not entry.future.done():
-                    entry.future.set_result(entry.result())
+                try:  # a future its owner cancelled stays cancelled
+                    if isinstance(entry, tuple):
+                        entry[0].set_exception(entry[1])
+                    elif entry.futures is not None:
+                        first = entry.entry_id
+                        for k, future in enumerate(entry.futures):
+                            try:
+                                future.set_result(first + k)
+                            except InvalidStateError:
+                                pass
+                    else:
+                        entry.future.set_result(entry.result())
+                except InvalidStateError:
+                    pass
 
     def register_writer(self, handle: LedgerHandle) -> None:
         """Watch ``handle`` with the timer until it closes (its add timeouts and explicit LAC)."""

@@ -3,7 +3,9 @@
 An append takes the next entry id, is cut into pieces that fit one add message, framed with the
 current LAC and length and striped into what each bookie stores (add_batch), and becomes a pending
 add (PendingAddOp) in the outbox of every bookie of its write sets (BookieOutboxes), which sends it
-in batches.
+in batches. Single appends (``append_async``) made while no bookie has room for another message
+wait unframed in an OpenAddRun, framed together into one op once a bookie has room: a pipelining
+writer pays for framing and bookkeeping per run, not per entry.
 
 An entry is acknowledged when AQ bookies of its write set have it (fsynced); futures complete
 strictly in entry order, on the client's completion thread, and the LAC advances with them.
@@ -27,7 +29,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 
-from bookie.client.add_batch import AddMessageLimits, frame_entries, stripe
+from bookie.client.add_batch import AddMessageLimits, frame_and_stripe
 from bookie.client.bookie_outbox import BookieOutboxes, InflightBatch
 from bookie.client.distribution_schedule import write_set
 from bookie.client.ensemble_placement import replace_bookies
@@ -35,7 +37,7 @@ from bookie.client.explicit_lac_flush_policy import ExplicitLacFlushPolicy
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
-from bookie.client.pending_add_op import PendingAddOp
+from bookie.client.pending_add_op import OpenAddRun, PendingAddOp
 from bookie.exceptions import (BKException, BKIncorrectParameterException, BKLedgerClosedException,
                                BKLedgerFencedException, BKMessageTooLargeException, BKMetadataVersionException,
                                BKNotEnoughBookiesException, BKReadException, BKTimeoutException,
@@ -75,7 +77,8 @@ class LedgerHandle(Handle):
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._pending: deque[PendingAddOp] = deque()
-        self._pending_entries = 0
+        self._open: OpenAddRun | None = None  # single appends after the last of _pending, not framed yet
+        self._pending_entries = 0  # entries appended and not yet acknowledged or failed (_pending and _open)
         self._outboxes = BookieOutboxes(self.ensemble_size, self.conf, self.limits.entry_bytes)
         self._changing = False
         self._ensemble_changes = 0
@@ -95,6 +98,12 @@ class LedgerHandle(Handle):
         return self._error
 
     @property
+    def pending_adds(self) -> int:
+        """Entries appended and not yet acknowledged or failed: at most ``maxPendingAdds``; an append
+        that would go past it blocks until acknowledgements make room (back-pressure)."""
+        return self._pending_entries
+
+    @property
     def max_payload(self) -> int:
         """The largest entry a bookie takes (one add message, nettyMaxFrameSizeBytes)."""
         return self.limits.max_payload
@@ -106,7 +115,32 @@ class LedgerHandle(Handle):
 
     def append_async(self, payload: bytes) -> Future:
         """Append; the future gives the entry id once acknowledged. Futures complete in entry order."""
-        return self._add(None, [payload])
+        if type(payload) is not bytes or len(payload) > self.limits.max_payload:
+            self.limits.pieces(self.ledger, [payload])  # refuses what is not bytes-like or too large
+            payload = bytes(payload)  # framed later: the caller may reuse a bytearray meanwhile
+        size = len(payload)
+        future = Future()
+        with self._lock:
+            while self._pending_entries >= self.conf.maxPendingAdds and self._error is None and self._closing is None:
+                self._changed.wait()  # back-pressure: too many entries in flight
+            self._check_open()
+            run = self._open
+            if run is not None and (len(run.payloads) >= self.limits.max_entries
+                                    or run.size + size + self.limits.entry_overhead > self.limits.entry_bytes):
+                self._seal()  # one more would not fit in one add message
+                run = None
+            if run is None:
+                run = self._open = OpenAddRun(self.last_add_pushed + 1, self.length)
+            self.last_add_pushed += 1
+            self.length += size
+            run.payloads.append(payload)
+            run.futures.append(future)
+            run.size += size + self.limits.entry_overhead
+            self._pending_entries += 1
+            batches = self._take_sendable() if self._outboxes.has_room() else ()
+        if batches:
+            self._send(batches)
+        return future
 
     def append_batch(self, payloads) -> Future:
         """Append many entries at once (consecutive ids); the future gives ``range(first, last + 1)`` once all
@@ -123,6 +157,8 @@ class LedgerHandle(Handle):
             while self._pending_entries >= self.conf.maxPendingAdds and self._error is None and self._closing is None:
                 self._changed.wait()  # back-pressure: too many entries in flight
             self._check_open()
+            if self._open is not None:
+                self._seal()  # its entries come before these
             first = self._next_entry_id(entry_id, len(payloads))
             for start, end in zip(cuts, cuts[1:]):  # pieces no bigger than one add message
                 last_piece = end == len(payloads)
@@ -139,9 +175,17 @@ class LedgerHandle(Handle):
 
     def _make_op(self, first: int, payloads: list, future: Future | None, result_first: int | None) -> PendingAddOp:
         """Frame ``payloads`` as entries ``first..`` and split them by the bookies that store them (lock held)."""
-        frames, self.length = frame_entries(self.digest, first, self.last_add_confirmed, self.length, payloads)
-        parts, quorums = stripe(first, frames, self._write_sets)
+        parts, quorums, self.length = frame_and_stripe(self.digest, first, self.last_add_confirmed, self.length,
+                                                       payloads, self._write_sets)
         return PendingAddOp(first, first + len(payloads) - 1, self.length, parts, future, quorums, result_first)
+
+    def _seal(self) -> None:
+        """Frame the open run of single appends into a pending op in the outboxes (lock held)."""
+        op = self._open.seal(self.digest, self.last_add_confirmed, self._write_sets)
+        self._open = None
+        self._pending.append(op)
+        self._outboxes.add(op)
+        self._lac_flush.add_sent(time.monotonic())
 
     def _next_entry_id(self, entry_id: int | None, count: int) -> int:
         """The id of the first of ``count`` new entries (lock held; LedgerHandleAdv takes the writer's)."""
@@ -161,8 +205,12 @@ class LedgerHandle(Handle):
                                               f"{'closed' if self._closed else 'being closed'}: no more appends")
 
     def _take_sendable(self) -> list[InflightBatch]:
-        """Batches that may go out now (caller holds the lock)."""
-        return [] if self._error is not None else self._outboxes.take_sendable(self.ensemble)
+        """Batches that may go out now, the open run framed first (caller holds the lock)."""
+        if self._error is not None:
+            return []
+        if self._open is not None:
+            self._seal()
+        return self._outboxes.take_sendable(self.ensemble)
 
     def _send(self, batches: list[InflightBatch]) -> None:
         for batch in batches:
@@ -229,7 +277,7 @@ class LedgerHandle(Handle):
             self.last_add_confirmed = op.last_id
             self.confirmed_length = op.length
             self._pending_entries -= op.count
-            if op.future is not None:
+            if op.has_futures:
                 done.append(op)
         if done:
             self._changed.notify_all()
@@ -241,10 +289,13 @@ class LedgerHandle(Handle):
             failed = self._fail(error)
         self.bk.fail_all(failed)
 
-    def _fail(self, error: BKException) -> list[tuple[PendingAddOp, Exception]]:
+    def _fail(self, error: BKException) -> list[tuple[Future, Exception]]:
         """Stop the handle: every pending add fails with ``error`` (caller holds the lock)."""
         self._error = error
-        failed = [(op, error) for op in self._pending if op.future is not None]
+        failed = [(future, error) for op in self._pending for future in op.all_futures()]
+        if self._open is not None:
+            failed += [(future, error) for future in self._open.futures]
+            self._open = None
         self._pending.clear()
         self._pending_entries = 0
         self.length = self.confirmed_length  # failed entries are not part of the ledger
@@ -355,7 +406,7 @@ class LedgerHandle(Handle):
         """Wait until every append so far is acknowledged (or failed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while self._pending and self._error is None:
+            while (self._pending or self._open is not None) and self._error is None:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise BKTimeoutException(f"ledger {self.ledger}: {len(self._pending)} appends still pending")

@@ -1,13 +1,17 @@
-"""Appended entries waiting for their acknowledgements (PendingAddOp).
+"""Appended entries waiting for their acknowledgements (PendingAddOp), and the run of single appends
+not framed yet that becomes one (OpenAddRun).
 
-One op is a run of consecutive entries framed together: a lone append, or a piece of a batch no
-larger than one add message. It holds what each bookie of the ensemble stores of them and which
-bookies have acknowledged; the entries are acknowledged when, for every write set they use, AQ of
-its bookies have answered.
+One op is a run of consecutive entries framed together: single appends coalesced while the writer
+had no room to send, or a piece of a batch no larger than one add message. It holds what each bookie
+of the ensemble stores of them and which bookies have acknowledged; the entries are acknowledged
+when, for every write set they use, AQ of its bookies have answered.
 """
 from __future__ import annotations
 
 from concurrent.futures import Future
+
+from bookie.client.add_batch import frame_and_stripe
+from bookie.proto.checksum import DigestManager
 
 
 class PendingAddOp:
@@ -15,21 +19,23 @@ class PendingAddOp:
 
     ``parts[i]`` is what bookie index i stores of them (all of them when E == WQ; with striping, the
     entries whose write set holds i). ``quorums`` are the distinct write sets of those entries.
-    ``future`` (None for the inner pieces of a split batch) gets the entry id, or
-    ``range(result_first, last_id + 1)`` for a batch. ``length`` is the ledger's length through
-    ``last_id``.
+    ``futures`` (coalesced single appends) holds one future per entry, each getting its entry id;
+    otherwise ``future`` (None for the inner pieces of a split batch) gets ``range(result_first,
+    last_id + 1)``. ``length`` is the ledger's length through ``last_id``.
     """
 
-    # One op per lone append: slots keep it small and its attributes fast.
-    __slots__ = ("entry_id", "last_id", "length", "parts", "future", "write_set", "quorums", "acked", "result_first")
+    __slots__ = ("entry_id", "last_id", "length", "parts", "future", "futures", "write_set", "quorums", "acked",
+                 "result_first")
 
     def __init__(self, entry_id: int, last_id: int, length: int, parts: dict[int, bytes], future: Future | None,
-                 quorums: tuple[tuple[int, ...], ...], result_first: int | None = None):
+                 quorums: tuple[tuple[int, ...], ...], result_first: int | None = None,
+                 futures: list[Future] | None = None):
         self.entry_id = entry_id
         self.last_id = last_id
         self.length = length
         self.parts = parts
         self.future = future
+        self.futures = futures
         self.write_set = tuple(parts)
         self.quorums = quorums
         self.acked: set[int] = set()
@@ -38,6 +44,14 @@ class PendingAddOp:
     @property
     def count(self) -> int:
         return self.last_id - self.entry_id + 1
+
+    @property
+    def has_futures(self) -> bool:
+        """Whether completing these entries completes some caller's future."""
+        return self.futures is not None or self.future is not None
+
+    def all_futures(self) -> list[Future]:
+        return self.futures if self.futures is not None else [] if self.future is None else [self.future]
 
     def ack(self, index: int) -> None:
         """Bookie ``index`` has its part durably."""
@@ -50,7 +64,38 @@ class PendingAddOp:
     def is_complete(self, ack_quorum: int) -> bool:
         """Whether every write set of these entries has ``ack_quorum`` acknowledgements."""
         acked = self.acked
-        return all(sum(1 for i in ws if i in acked) >= ack_quorum for ws in self.quorums)
+        for ws in self.quorums:
+            n = 0
+            for i in ws:
+                if i in acked:
+                    n += 1
+            if n < ack_quorum:
+                return False
+        return True
 
     def result(self) -> int | range:
         return self.entry_id if self.result_first is None else range(self.result_first, self.last_id + 1)
+
+
+class OpenAddRun:
+    """Single appends taken while no bookie had room for another add message: consecutive entries from
+    ``entry_id``, kept as payloads and futures until ``seal`` frames them all at once into one
+    PendingAddOp (when a bookie has room, or when one more would not fit in one add message).
+    Framing late is what makes a pipelined append cheap: one buffer and one op per run, not per entry.
+    ``size`` is what the run's frames will take (payloads and per-entry overhead)."""
+
+    __slots__ = ("entry_id", "start_length", "payloads", "futures", "size")
+
+    def __init__(self, entry_id: int, start_length: int):
+        self.entry_id = entry_id
+        self.start_length = start_length  # the ledger's length before the first entry
+        self.payloads: list[bytes] = []
+        self.futures: list[Future] = []
+        self.size = 0
+
+    def seal(self, digest: DigestManager, lac: int, write_sets: list[tuple[int, ...]]) -> PendingAddOp:
+        """The run framed (carrying ``lac``, the LAC at the time it is sent) as one pending op."""
+        parts, quorums, length = frame_and_stripe(digest, self.entry_id, lac, self.start_length, self.payloads,
+                                                  write_sets)
+        return PendingAddOp(self.entry_id, self.entry_id + len(self.payloads) - 1, length, parts, None, quorums,
+                            futures=self.futures)
