@@ -5,8 +5,8 @@ Shared by ``bk bench`` and ``bench/client.py``.
 from __future__ import annotations
 
 import os
-import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -34,39 +34,41 @@ class WriteResult:
 def write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int = 3, write_quorum: int = 2,
                      ack_quorum: int = 2, in_flight: int = 10000, ledgers: int = 1, progress=None,
                      password: bytes = b"benchPasswd") -> WriteResult:
-    """Append ``entry_size`` entries round robin over ``ledgers`` for ``seconds``, at most ``in_flight`` pending."""
+    """Append ``entry_size`` entries round robin over ``ledgers`` for ``seconds``, one ``append_async`` per
+    entry, at most ``in_flight`` pending: a window, the oldest waited for when it is full (futures
+    complete in entry order, so the oldest is the next to complete). Each entry's latency is taken by
+    a done callback, as an application would."""
     handles = [bk.create_ledger(ensemble, write_quorum, ack_quorum, password=password) for _ in range(ledgers)]
     payload = os.urandom(entry_size)
-    room = threading.Semaphore(in_flight)
-    latencies: list[float] = []
-    errors: list[BaseException] = []
-    done = [0]
     now = time.perf_counter
-
-    def completed(future, started):
-        room.release()
-        if future.exception() is not None:
-            errors.append(future.exception())
-        else:
-            latencies.append((now() - started) * 1000)
-            done[0] += 1
-
+    starts: list[list[float]] = [[] for _ in handles]
+    ends: list[list[float]] = [[] for _ in handles]  # in completion order: entry order within a ledger
+    callbacks = [lambda future, done=done: done.append(now()) for done in ends]
+    window: deque = deque()
     start = now()
     end = start + seconds
     sent = 0
-    while now() < end and not errors:
-        room.acquire()
+    while True:
         t = now()
-        handles[sent % ledgers].append_async(payload).add_done_callback(lambda f, t=t: completed(f, t))
+        if t >= end:
+            break
+        k = sent % ledgers
+        future = handles[k].append_async(payload)
+        starts[k].append(t)
+        future.add_done_callback(callbacks[k])
+        window.append(future)
         sent += 1
+        if len(window) >= in_flight:
+            window.popleft().result()  # raises the first failure
         if progress and sent % 1000 == 0:
-            progress(done[0])
+            progress(sent - len(window))
+    for future in window:
+        future.result()
     for handle in handles:
         handle.close()
     elapsed = now() - start
-    if errors:
-        raise errors[0]
-    return WriteResult(done[0], elapsed, entry_size, latencies, [h.ledger_id for h in handles])
+    latencies = [(e - s) * 1000 for ss, es in zip(starts, ends) for s, e in zip(ss, es)]
+    return WriteResult(sent, elapsed, entry_size, latencies, [h.ledger_id for h in handles])
 
 
 def batch_write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int = 3, write_quorum: int = 2,

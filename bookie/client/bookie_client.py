@@ -33,6 +33,35 @@ CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_rec
                    ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
                    ("grpc.max_reconnect_backoff_ms", 1000)]
 _CLOSE = object()
+ADD_ENTRIES = f"/{pb.DESCRIPTOR.services_by_name['Bookie'].full_name}/AddEntries"
+
+
+def _varint(value: int) -> bytes:
+    value &= 0xFFFFFFFFFFFFFFFF  # an int64 below zero is its two's complement, as protobuf writes it
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_add_request(txn_id: int, ledger: LedgerId, master_key: bytes, recovery: bool, entries: bytes) -> bytes:
+    """An ``AddRequest`` as protobuf serializes it (fields in number order, defaults left out), built by
+    hand: the framed entries are copied once, into the message, instead of into a message object and
+    again when gRPC serializes it."""
+    head = [b"\x08", _varint(txn_id)]
+    if ledger.scope_id:
+        head += (b"\x10", _varint(ledger.scope_id))
+    if ledger.ledger_id:
+        head += (b"\x18", _varint(ledger.ledger_id))
+    if master_key:
+        head += (b"\x22", _varint(len(master_key)), master_key)
+    if recovery:
+        head += (b"\x28", _varint(pb.AddRequest.RECOVERY_ADD))
+    if entries:
+        head += (b"\x3a", _varint(len(entries)), entries)
+    return b"".join(head)
 
 
 def transport_error(bookie_id: str, what: str, exc: grpc.RpcError):
@@ -56,15 +85,18 @@ class _AddStream:
         self.pending: dict[int, Future] = {}
         self.lock = threading.Lock()
         self.broken: Exception | None = None
-        self.responses = client.stub.AddEntries(iter(self.requests.get, _CLOSE))
+        # Requests go as bytes already encoded (encode_add_request): no serializer.
+        add_entries = client.channel.stream_stream(ADD_ENTRIES, request_serializer=None,
+                                                   response_deserializer=pb.AddResponses.FromString)
+        self.responses = add_entries(iter(self.requests.get, _CLOSE))
         self.thread = threading.Thread(target=self._receive, name=f"add-stream-{client.bookie_id}", daemon=True)
         self.thread.start()
 
-    def send(self, request: pb.AddRequest, future: Future) -> None:
+    def send(self, txn_id: int, request: bytes, future: Future) -> None:
         with self.lock:
             if self.broken is not None:
                 raise self.broken
-            self.pending[request.txnId] = future
+            self.pending[txn_id] = future
         self.requests.put(request)
 
     def _receive(self) -> None:
@@ -106,14 +138,13 @@ class BookieClient:
     # -- adds ----------------------------------------------------------------------------------------
     def add(self, ledger: LedgerId, master_key: bytes, entries: bytes, recovery: bool = False) -> Future:
         """Send a framed batch of ``ledger``'s entries; the future gets the AddResponse."""
-        request = pb.AddRequest(txnId=next(self._txn), ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
-                                masterKey=master_key, entries=entries,
-                                flag=pb.AddRequest.RECOVERY_ADD if recovery else pb.AddRequest.NONE)
+        txn_id = next(self._txn)
+        request = encode_add_request(txn_id, ledger, master_key, recovery, entries)
         future: Future = Future()
         for attempt in (1, 2):
             stream = self._add_stream()
             try:
-                stream.send(request, future)
+                stream.send(txn_id, request, future)
                 return future
             except Exception:
                 with self._lock:  # a broken stream: open a new one once

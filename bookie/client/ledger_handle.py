@@ -131,13 +131,18 @@ class LedgerHandle(Handle):
                 run = None
             if run is None:
                 run = self._open = OpenAddRun(self.last_add_pushed + 1, self.length)
+                # A run that already existed proves no bookie has room: room comes back only with an
+                # answer or an ensemble change, and both take what is sendable, sealing the run first.
+                check_room = True
+            else:
+                check_room = False
             self.last_add_pushed += 1
             self.length += size
             run.payloads.append(payload)
             run.futures.append(future)
             run.size += size + self.limits.entry_overhead
             self._pending_entries += 1
-            batches = self._take_sendable() if self._outboxes.has_room() else ()
+            batches = self._take_sendable() if check_room and self._outboxes.has_room() else ()
         if batches:
             self._send(batches)
         return future
