@@ -44,6 +44,11 @@ def location(log_id: int, offset: int) -> int:
     return (log_id << 32) | offset
 
 
+def _immutable(blob) -> bool:
+    """Whether ``blob``'s bytes can never change: bytes, or a view into bytes (an add's received message)."""
+    return isinstance(blob, bytes) or (isinstance(blob, memoryview) and isinstance(blob.obj, bytes))
+
+
 def log_path(ledger_dir: str, log_id: int) -> str:
     return os.path.join(ledger_dir, "current", f"{log_id:x}.log")
 
@@ -208,7 +213,7 @@ class EntryLogger:
             if self.position > LOG_HEADER_SIZE and self.position + len(blob) > self.size_limit:
                 self.roll()
             position = self.position
-            if not isinstance(blob, bytes):
+            if not _immutable(blob):
                 blob = bytes(blob)  # the buffer keeps a reference: it must not change under us
             self._chunks.append(blob)
             self._chunk_starts.append(position)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -29,6 +31,7 @@ from bookie.proto import availability
 from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.read_range import encode_read_range_response
+from bookie.server.add_request import decode_add_request
 from bookie.server.bookie import Bookie
 from bookie.server import garbage_collection_request
 from bookie.server.index import MAX_ENTRY_ID
@@ -149,12 +152,27 @@ class BookieServicer(pb_grpc.BookieServicer):
 
     # -- adds --------------------------------------------------------------------------------------
     async def AddEntries(self, request_iterator, context):
+        loop = asyncio.get_running_loop()
         responses: asyncio.Queue = asyncio.Queue()
         room = asyncio.Event()
         room.set()
-        state = {"inflight": 0, "pending": 0, "done": False, "malformed": None}
+        state = {"inflight": 0, "pending": 0, "done": False, "malformed": None, "woken": False}
+        # Adds completed by the journal's force-write thread, answered on the loop: one wake-up of the
+        # loop for all the adds a force write completes, not one per add (asyncio.wrap_future's).
+        completed: deque = deque()
 
-        def finished(request: pb.AddRequest, size: int, future: asyncio.Future) -> None:
+        def answer_completed() -> None:
+            state["woken"] = False  # first: an add completed from here on wakes the loop again
+            while completed:
+                finished(*completed.popleft())
+
+        def on_fsynced(request, size: int, future: Future) -> None:
+            completed.append((request, size, future))
+            if not state["woken"] and not loop.is_closed():
+                state["woken"] = True
+                loop.call_soon_threadsafe(answer_completed)
+
+        def finished(request, size: int, future: Future) -> None:
             state["inflight"] -= size
             state["pending"] -= 1
             if state["inflight"] < MAX_STREAM_INFLIGHT:
@@ -177,7 +195,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                         state["malformed"] = request.refused()
                         break
                     await room.wait()
-                    data = request.entries  # each access copies the bytes out of the message: once
+                    data = request.entries  # a view into the received bytes (add_request.py): no copy
                     try:
                         if request.writeFlags & DEFERRED_SYNC:
                             raise BadRequestException("DEFERRED_SYNC writes are not supported by this bookie")
@@ -191,8 +209,7 @@ class BookieServicer(pb_grpc.BookieServicer):
                     state["pending"] += 1
                     if state["inflight"] >= MAX_STREAM_INFLIGHT:
                         room.clear()
-                    wrapped = asyncio.wrap_future(future)
-                    wrapped.add_done_callback(lambda f, r=request, n=size: finished(r, n, f))
+                    future.add_done_callback(lambda f, r=request, n=size: on_fsynced(r, n, f))
             finally:
                 state["done"] = True
                 if state["pending"] == 0:
@@ -373,7 +390,8 @@ class MalformedRequest:
 
 
 def _deserializer(method: str, request_class):
-    parse = request_class.FromString
+    # Adds are decoded by hand: their entries stay in the received bytes (bookie/server/add_request.py).
+    parse = decode_add_request if request_class is pb.AddRequest else request_class.FromString
 
     def deserialize(data: bytes):
         try:
