@@ -24,7 +24,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from bookie.client.bookie_client import BookieClient
 from bookie.exceptions import BKException
-from bookie.client.distribution_schedule import stores
+from bookie.client.distribution_schedule import stored_count, stores
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
@@ -59,13 +59,18 @@ class LedgerOnBookie:
     write_quorum: int
     fragments: tuple[tuple[int, int, int, int], ...] = ()
 
-    def expected(self) -> tuple[list[np.ndarray], int]:
-        """The entry ids of each fragment the bookie must hold (RoundRobinDistributionSchedule), and their count."""
+    def expected(self) -> list[int]:
+        """How many entries of each fragment the bookie must hold (RoundRobinDistributionSchedule)."""
+        return [stored_count(member, first, last, self.ensemble_size, self.write_quorum)
+                for _, first, last, member in self.fragments]
+
+    def held(self, stored: np.ndarray) -> list[int]:
+        """How many of those entries ``stored`` (sorted entry ids, as a bookie lists them) has, per fragment."""
         out = []
         for _, first, last, member in self.fragments:
-            ids = np.arange(first, last + 1, dtype=np.int64)
-            out.append(ids[stores(member, ids, self.ensemble_size, self.write_quorum)])
-        return out, sum(len(ids) for ids in out)
+            lo, hi = np.searchsorted(stored, (first, last + 1))
+            out.append(int(np.count_nonzero(stores(member, stored[lo:hi], self.ensemble_size, self.write_quorum))))
+        return out
 
 
 @dataclass
@@ -230,16 +235,12 @@ def compare(ledger: LedgerOnBookie | None, stored: np.ndarray | None) -> tuple[i
     """expected_entries, missing_entries, short_fragments; None for an open ledger or what is not known."""
     if ledger is None or not ledger.closed:
         return None, None, None
-    expected, total = ledger.expected()
+    expected = ledger.expected()
     if stored is None:
-        return total, None, None
-    missing, short = 0, []
-    for (index, *_), ids in zip(ledger.fragments, expected):
-        lacking = len(ids) - int(np.count_nonzero(np.isin(ids, stored, assume_unique=True)))
-        if lacking:
-            missing += lacking
-            short.append(index)
-    return total, missing, short
+        return sum(expected), None, None
+    lacking = [want - have for want, have in zip(expected, ledger.held(stored))]
+    return (sum(expected), sum(lacking),
+            [index for (index, *_), short in zip(ledger.fragments, lacking) if short])
 
 
 def read_bookie_ledgers(partition: BookiePartition):

@@ -22,6 +22,14 @@ def stores(bookie_index: int, entry_id, ensemble_size: int, write_quorum: int):
     return (bookie_index - entry_id) % ensemble_size < write_quorum
 
 
+def stored_count(bookie_index: int, first: int, last: int, ensemble_size: int, write_quorum: int) -> int:
+    """How many of the entries ``first..last`` the bookie at ``bookie_index`` stores: every ``ensemble_size``
+    consecutive entries it stores ``write_quorum`` (without walking the range)."""
+    cycles, rest = divmod(max(0, last - first + 1), ensemble_size)
+    return cycles * write_quorum + sum(1 for e in range(first, first + rest)
+                                       if stores(bookie_index, e, ensemble_size, write_quorum))
+
+
 def is_covered(known: set[int], ensemble_size: int, write_quorum: int, ack_quorum: int) -> bool:
     """Whether the bookie indexes in ``known`` (answered: entry, no entry, or no ledger) cover every write set."""
     for first in range(ensemble_size):

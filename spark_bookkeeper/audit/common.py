@@ -4,11 +4,15 @@ finding is computed from what was stored)."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from spark_bookkeeper.audit.history import Run, write_table
 
 ANSWERED = ("ok", "partial")  # bookie_ledgers rows from a bookie that answered (partial: a stock BookKeeper bookie)
 UNAVAILABLE = "unavailable"
+T = TypeVar("T")
 
 
 def read_table(spark, uri: str, table: str):
@@ -44,6 +48,25 @@ def snapshot(spark, df, output: str, table: str, run: Run, written: dict[str, st
     path = write_table(df, output, table, run)
     written[table] = path
     return spark.read.parquet(path)
+
+
+def side_by_side(jobs: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Call each of ``jobs`` in its own thread and return their results by name: Spark runs the jobs they start
+    side by side (a job over a few small files is mostly waiting: scheduling, listing, committing)."""
+    with ThreadPoolExecutor(max(1, len(jobs)), thread_name_prefix="audit-job") as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def snapshots(spark, tables: dict[str, object], output: str, run: Run, written: dict[str, str]) -> list:
+    """``snapshot`` of several tables side by side (each a DataFrame, or a function making one), returned in
+    ``tables``' order."""
+    def writer(name: str) -> Callable[[], str]:
+        return lambda: write_table(tables[name]() if callable(tables[name]) else tables[name], output, name, run)
+
+    paths = side_by_side({name: writer(name) for name in tables})
+    written.update(paths)
+    return [spark.read.parquet(paths[name]) for name in tables]
 
 
 def check_cluster(uri: str) -> None:

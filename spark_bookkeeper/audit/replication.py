@@ -34,7 +34,7 @@ from pyspark.sql.types import IntegerType
 from bookie.client.distribution_schedule import stores
 from bookie.meta.ledger_underreplication_manager import UNRECOVERABLE
 from spark_bookkeeper.audit.common import (ANSWERED, UNAVAILABLE, check_cluster, read_tables, record_findings,
-                                           snapshot)
+                                           snapshot, snapshots)
 from spark_bookkeeper.audit.history import Run, read_history, run_time, runs_before
 from spark_bookkeeper.audit.result import AuditResult, Finding
 
@@ -178,17 +178,14 @@ def run_replication_audit(spark, uri: str, output_dir: str, run: Run | None = No
     result = AuditResult("replication", run)
     written = result.tables
     base = baseline_run(spark, output_dir, run, silent_after)
-    ur, ledgers, fragments, bookie_ledgers = (
-        snapshot(spark, df, output_dir, name, run, written)
-        for name, df in read_tables(spark, uri, ("underreplicated", "ledgers", "fragments", "bookie_ledgers")).items())
-
-    aged = snapshot(spark, underreplicated_aged(ur, run, max_underreplicated_age), output_dir,
-                    "underreplicated_aged", run, written)
-    short = snapshot(spark, short_fragments(fragments, ledgers, bookie_ledgers, ur), output_dir, "short_fragments",
-                     run, written)
-    single = snapshot(spark, single_bookie_ledgers(ledgers, bookie_ledgers), output_dir, "single_bookie_ledgers",
-                      run, written)
-    opened = snapshot(spark, open_ledgers(ledgers, bookie_ledgers, run), output_dir, "open_ledgers", run, written)
+    ur, ledgers, fragments, bookie_ledgers = snapshots(
+        spark, read_tables(spark, uri, ("underreplicated", "ledgers", "fragments", "bookie_ledgers")), output_dir,
+        run, written)
+    aged, short, single, opened = snapshots(spark, {
+        "underreplicated_aged": underreplicated_aged(ur, run, max_underreplicated_age),
+        "short_fragments": short_fragments(fragments, ledgers, bookie_ledgers, ur),
+        "single_bookie_ledgers": single_bookie_ledgers(ledgers, bookie_ledgers),
+        "open_ledgers": open_ledgers(ledgers, bookie_ledgers, run)}, output_dir, run, written)
     baseline = None
     if base is not None:
         history = read_history(spark, output_dir, "open_ledgers")

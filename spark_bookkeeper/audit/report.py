@@ -12,6 +12,7 @@ import os
 # the process's matplotlib backend (a notebook that runs it keeps drawing inline).
 from matplotlib.figure import Figure
 
+from spark_bookkeeper.audit.common import side_by_side
 from spark_bookkeeper.audit.result import AuditResult
 
 DETAIL_ROWS = 20  # rows of each detail table in the report; the Parquet tables have them all
@@ -85,9 +86,13 @@ def _save(fig, directory: str, name: str) -> str:
     return name
 
 
-def plot_findings_history(findings, directory: str) -> str | None:
-    """Counts of each finding per run (from every run's ``findings_<audit>`` table); None before a second run."""
-    rows = findings.select("kind", "count", "run_at").orderBy("run_at").collect() if findings is not None else []
+def _history_rows(findings) -> list:
+    """Every run's findings (the ``findings_<audit>`` table), oldest first."""
+    return findings.select("kind", "count", "run_at").orderBy("run_at").collect() if findings is not None else []
+
+
+def plot_findings_history(rows: list, directory: str) -> str | None:
+    """Counts of each finding per run (``_history_rows``); None before a second run."""
     if len({r.run_at for r in rows}) < 2:
         return None
     fig, ax = _subplots(figsize=(8, 3.5))
@@ -118,8 +123,14 @@ def _image(name: str | None, alt: str) -> list[str]:
 def write_storage_report(result: AuditResult, output_dir: str, report_dir: str | None, findings, space, owners,
                          deleted, orphans, skipped, entrylogs) -> str:
     directory = report_directory(result, output_dir, report_dir)
-    bookies = space.collect()
-    owner_rows = owners.collect()
+    got = side_by_side({
+        "bookies": space.collect, "owners": owners.collect,
+        "usage": entrylogs.where("status = 'ok' and not being_written").select("usage").collect,
+        "orphans": orphans.limit(DETAIL_ROWS).collect, "orphan_count": orphans.count,
+        "deleted": deleted.orderBy("stale", "passes_since", ascending=False).limit(DETAIL_ROWS).collect,
+        "deleted_count": deleted.count, "skipped": skipped.limit(DETAIL_ROWS).collect,
+        "skipped_count": skipped.count, "history": lambda: _history_rows(findings)})
+    bookies, owner_rows = got["bookies"], got["owners"]
 
     answered = [b for b in bookies if b.status == "ok"]
     fig, ax = _subplots(figsize=(8, 0.5 * max(3, len(bookies)) + 1))
@@ -144,7 +155,7 @@ def write_storage_report(result: AuditResult, output_dir: str, report_dir: str |
     ax.set_title("Space by owner")
     by_owner = _save(fig, directory, "space_by_owner.png")
 
-    usage = [r.usage for r in entrylogs.where("status = 'ok' and not being_written").select("usage").collect()]
+    usage = [r.usage for r in got["usage"]]
     usage_plot = histogram(usage, "usage (live / total) of finished entry logs", "logs",
                            "Entry log usage: compaction takes the logs left of its threshold", directory,
                            "entry_log_usage.png", (0, 1))
@@ -160,25 +171,25 @@ def write_storage_report(result: AuditResult, output_dir: str, report_dir: str |
         ("skipped logs", "skipped_logs")]))
     lines += _image(usage_plot, "entry log usage")
     lines += ["## Orphans", ""]
-    lines.append(table(orphans.limit(DETAIL_ROWS).collect(), [
+    lines.append(table(got["orphans"], [
         ("kind", "kind"), ("bookie", "bookie_id"), ("scope", "scope_id"), ("ledger", "ledger_id"),
         ("bytes", lambda r: human(r.bytes)), ("entries", "entries"), ("expected", "expected_entries")],
-        orphans.count()))
+        got["orphan_count"]))
     lines += ["## Deleted ledgers still on disk", ""]
-    lines.append(table(deleted.orderBy("stale", "passes_since", ascending=False).limit(DETAIL_ROWS).collect(), [
+    lines.append(table(got["deleted"], [
         ("bookie", "bookie_id"), ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"),
         ("bytes", lambda r: human(r.bytes)),
         ("GC saw it deleted at pass", "deleted_at_pass"), ("passes since", "passes_since"), ("stale", "stale")],
-        deleted.count()))
+        got["deleted_count"]))
     lines += ["## Entry logs GC skipped as corrupt", ""]
-    lines.append(table(skipped.limit(DETAIL_ROWS).collect(), [
+    lines.append(table(got["skipped"], [
         ("bookie", "bookie_id"), ("log", "entry_log_id"), ("size", lambda r: human(r.total_bytes)),
-        ("reason", "reason")], skipped.count()))
+        ("reason", "reason")], got["skipped_count"]))
     lines += ["## Space by owner", ""] + _image(by_owner, "space by owner")
     lines.append(table(owner_rows[:DETAIL_ROWS], [
         ("owner", "owner"), ("ledgers", "ledgers"), ("logical", lambda r: human(r.logical_bytes)),
         ("stored", lambda r: human(r.stored_bytes))], len(owner_rows)))
-    lines += ["## History", ""] + (_image(plot_findings_history(findings, directory), "findings per run")
+    lines += ["## History", ""] + (_image(plot_findings_history(got["history"], directory), "findings per run")
                                    or ["_first run: nothing to compare with yet_", ""])
     return _write(directory, lines)
 
@@ -186,7 +197,13 @@ def write_storage_report(result: AuditResult, output_dir: str, report_dir: str |
 def write_replication_report(result: AuditResult, output_dir: str, report_dir: str | None, findings, aged, short,
                              single, opened, silent, baseline: str | None, partial) -> str:
     directory = report_directory(result, output_dir, report_dir)
-    ur_rows = aged.collect()
+    got = side_by_side({
+        "underreplicated": aged.collect, "open": opened.collect, "partial": partial.collect,
+        "short": short.limit(DETAIL_ROWS).collect, "short_count": short.count,
+        "single": single.limit(DETAIL_ROWS).collect, "single_count": single.count,
+        "silent": silent.limit(DETAIL_ROWS).collect, "silent_count": silent.count,
+        "history": lambda: _history_rows(findings)})
+    ur_rows = got["underreplicated"]
 
     fig, (left, right) = _subplots(1, 2, figsize=(9, 3.2))
     states: dict[str, int] = {}
@@ -199,14 +216,14 @@ def write_replication_report(result: AuditResult, output_dir: str, report_dir: s
     right.set_title("Their age")
     ur_plot = _save(fig, directory, "underreplicated.png")
 
-    open_rows = opened.collect()
+    open_rows = got["open"]
     open_plot = histogram([(r.age_seconds or 0) / 3600 for r in open_rows], "hours since created", "open ledgers",
                           "Open ledgers by age", directory, "open_ledgers.png")
 
     lines = verdict(result)
     # What this run could not see: a stock BookKeeper bookie lists its entries but has no GC state.
     lines += ["## Bookies that answered in part or not at all", ""]
-    lines.append(table(partial.collect(), [
+    lines.append(table(got["partial"], [
         ("bookie", "bookie_id"), ("status", "status"), ("ledgers", "ledgers"), ("not available", "error")]))
     lines += ["## Under-replicated ledgers", ""] + _image(ur_plot, "under-replicated ledgers")
     lines.append(table(ur_rows[:DETAIL_ROWS], [
@@ -214,28 +231,29 @@ def write_replication_report(result: AuditResult, output_dir: str, report_dir: s
         ("state", "state"), ("reason", "reason"), ("age (s)", "age_seconds"), ("over age", "over_age"),
         ("worker", "worker")], len(ur_rows)))
     lines += ["## Fragments with fewer copies than the write quorum", ""]
-    lines.append(table(short.limit(DETAIL_ROWS).collect(), [
+    lines.append(table(got["short"], [
         ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("fragment", "fragment"),
         ("entries", lambda r: f"{r.first_entry_id}..{r.last_entry_id}"), ("write quorum", "write_quorum"),
         ("lacking", lambda r: ", ".join(r.lacking)), ("unreachable", lambda r: ", ".join(r.unreachable)),
-        ("min copies", "min_copies"), ("marked", "under_replicated")], short.count()))
+        ("min copies", "min_copies"), ("marked", "under_replicated")], got["short_count"]))
     lines += ["## Ledgers entirely on one bookie", ""]
-    lines.append(table(single.limit(DETAIL_ROWS).collect(), [
+    lines.append(table(got["single"], [
         ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("state", "state"), ("bookie", "bookie"),
-        ("by", "basis")], single.count()))
+        ("by", "basis")], got["single_count"]))
     lines += ["## Silent writers", ""]
     if baseline is None:
         lines += [f"_No earlier run old enough to compare with: this run recorded {len(open_rows)} open ledgers; a "
                   "run at least the silence threshold later can tell which writers went quiet._", ""]
     else:
-        lines.append(table(silent.limit(DETAIL_ROWS).collect(), [
+        lines.append(table(got["silent"], [
             ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("entries stored", "stored_entries"),
-            ("unchanged since", "unchanged_since"), ("silent for at least (s)", "silent_seconds")], silent.count()))
+            ("unchanged since", "unchanged_since"), ("silent for at least (s)", "silent_seconds")],
+            got["silent_count"]))
     lines += ["## Open ledgers", ""] + _image(open_plot, "open ledgers by age")
     lines.append(table(open_rows[:DETAIL_ROWS], [
         ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("age (s)", "age_seconds"),
         ("entries stored", "stored_entries"), ("fragments", "fragments")], len(open_rows)))
-    lines += ["## History", ""] + (_image(plot_findings_history(findings, directory), "findings per run")
+    lines += ["## History", ""] + (_image(plot_findings_history(got["history"], directory), "findings per run")
                                    or ["_first run: nothing to compare with yet_", ""])
     return _write(directory, lines)
 

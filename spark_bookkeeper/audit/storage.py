@@ -26,7 +26,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_bookkeeper.audit.common import ANSWERED, check_cluster, read_tables, record_findings, snapshot
+from spark_bookkeeper.audit.common import ANSWERED, check_cluster, read_tables, record_findings, snapshots
 from spark_bookkeeper.audit.history import Run, read_history, runs_before
 from spark_bookkeeper.audit.result import AuditResult, Finding
 
@@ -189,23 +189,21 @@ def run_storage_audit(spark, uri: str, output_dir: str, run: Run | None = None,
     result = AuditResult("storage", run)
     written = result.tables
     known = known_ledgers(spark, output_dir, run)  # before this run's snapshot joins the history
-    entrylogs, bookie_ledgers, ledgers = (
-        snapshot(spark, df, output_dir, name, run, written)
-        for name, df in read_tables(spark, uri, ("entrylogs", "bookie_ledgers", "ledgers")).items())
+    entrylogs, bookie_ledgers, ledgers = snapshots(
+        spark, read_tables(spark, uri, ("entrylogs", "bookie_ledgers", "ledgers")), output_dir, run, written)
+    space, skipped, deleted, orphans, owners = snapshots(spark, {
+        "bookie_space": bookie_space(entrylogs),
+        "skipped_logs": skipped_logs(entrylogs),
+        "deleted_not_reclaimed": deleted_not_reclaimed(bookie_ledgers, known, stale_gc_passes),
+        "orphans": lambda: confirm_orphans(spark, orphan_candidates(bookie_ledgers, known), uri),
+        "space_by_owner": space_by_owner(ledgers, bookie_ledgers, owner_keys)}, output_dir, run, written)
 
-    space = snapshot(spark, bookie_space(entrylogs), output_dir, "bookie_space", run, written)
-    skipped = snapshot(spark, skipped_logs(entrylogs), output_dir, "skipped_logs", run, written)
-    deleted = snapshot(spark, deleted_not_reclaimed(bookie_ledgers, known, stale_gc_passes), output_dir,
-                       "deleted_not_reclaimed", run, written)
-    orphans = snapshot(spark, confirm_orphans(spark, orphan_candidates(bookie_ledgers, known), uri), output_dir,
-                       "orphans", run, written)
-    owners = snapshot(spark, space_by_owner(ledgers, bookie_ledgers, owner_keys), output_dir, "space_by_owner", run,
-                      written)
-
-    unanswered = space.where(F.col("status") != "ok").count()
-    stale = deleted.where(F.col("stale")).count()
+    totals = space.agg(F.sum((F.col("status") != "ok").cast("int")).alias("unanswered"),
+                       F.sum("garbage_bytes").alias("g"), F.sum("major_reclaimable_bytes").alias("m")).first()
+    unanswered = totals.unanswered or 0
+    on_disk = deleted.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("stale").cast("int")).alias("stale")).first()
+    stale = on_disk.stale or 0
     kinds = {r.kind: r["count"] for r in orphans.groupBy("kind").count().collect()}
-    totals = space.agg(F.sum("garbage_bytes").alias("g"), F.sum("major_reclaimable_bytes").alias("m")).first()
     result.findings = [
         Finding("orphans", sum(kinds.values()), True,
                 f"{kinds.get('no_metadata', 0)} ledger copies without metadata, {kinds.get('holds_nothing', 0)} "
@@ -213,7 +211,7 @@ def run_storage_audit(spark, uri: str, output_dir: str, run: Run | None = None,
         Finding("skipped_logs", skipped.count(), True, "entry logs GC skipped as unreadable"),
         Finding("deleted_not_reclaimed", stale, False,
                 f"deleted ledgers' copies still on disk more than {stale_gc_passes} GC passes after GC saw them "
-                f"deleted ({deleted.count()} copies of deleted ledgers on disk in all)"),
+                f"deleted ({on_disk.n} copies of deleted ledgers on disk in all)"),
         Finding("bookie_space", unanswered, False,
                 f"bookies without GC state (not answering, or stock BookKeeper bookies); garbage on disk "
                 f"{totals.g or 0} bytes, {totals.m or 0} of them reclaimable by the next major compaction"),

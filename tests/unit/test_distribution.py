@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from bookie.client.distribution_schedule import is_covered, missing_quorum, stores, write_set
+from bookie.client.distribution_schedule import is_covered, missing_quorum, stored_count, stores, write_set
 from bookie.client.ensemble_placement import new_ensemble, replace_bookie
 from bookie.exceptions import BKNotEnoughBookiesException
 
@@ -41,3 +41,15 @@ def test_placement():
     assert replace_bookie(bookies, ensemble, {"b9"}) not in ensemble
     with pytest.raises(BKNotEnoughBookiesException, match="need 3 writable bookies, 2 available"):
         new_ensemble(["a", "b"], 3)
+
+
+def test_stored_count_is_the_number_of_entries_of_the_range_the_bookie_stores():
+    for ensemble in range(1, 6):
+        for quorum in range(1, ensemble + 1):
+            for member in range(ensemble):
+                for first in range(0, 9):
+                    for last in range(first - 1, first + 17):
+                        brute = sum(1 for e in range(first, last + 1) if member in write_set(e, ensemble, quorum))
+                        assert stored_count(member, first, last, ensemble, quorum) == brute
+    assert stored_count(1, 10**15, 10**15 + 3 * 10**9 - 1, 3, 2) == 2 * 10**9  # no walk over the range
+

@@ -1,0 +1,22 @@
+"""The per-bookie tables' pure part: a bookie's listing against the striping (spark_bookkeeper/bookie_tables.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from spark_bookkeeper.bookie_tables import LedgerOnBookie, compare
+
+
+def test_a_bookies_listing_is_compared_fragment_by_fragment():
+    """bookie_tables.compare: expected, missing, short fragments from a bookie's sorted entry ids."""
+    # E=3 WQ=2, member 0 stores e when e mod 3 is 0 or 2: of fragment 0 (entries 0..9) 0,2,3,5,6,8,9, of
+    # fragment 1 (10..13) 11,12.
+    ledger = LedgerOnBookie(0, 7, True, 3, 2, ((0, 0, 9, 0), (1, 10, 13, 0)))
+    everything = np.array([0, 2, 3, 5, 6, 8, 9, 11, 12], dtype=np.int64)
+    assert compare(ledger, everything) == (9, 0, [])
+    extra = np.array([0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 99], dtype=np.int64)  # more than it must hold
+    assert compare(ledger, extra) == (9, 0, [])
+    assert compare(ledger, np.array([0, 2, 3, 5, 6, 8, 9, 12, 13], dtype=np.int64)) == (9, 1, [1])
+    assert compare(ledger, np.array([2, 3, 11, 12], dtype=np.int64)) == (9, 5, [0])
+    assert compare(ledger, np.empty(0, dtype=np.int64)) == (9, 9, [0, 1])
+    assert compare(ledger, None) == (9, None, None)
+    assert compare(LedgerOnBookie(0, 7, False, 3, 2, ()), everything) == (None, None, None)  # open: not judged
