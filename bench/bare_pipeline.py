@@ -62,9 +62,8 @@ def bare_servicers(base: str, count: int = 3):
 
 
 def run_writer(addresses: list[str], seconds: float, entry_size: int = 1024, batch: int = 256, in_flight: int = 16,
-               ack_quorum: int = 2) -> PipelineResult:
-    """Stream pre-framed batches to every address for ``seconds``; acknowledged entries/s."""
-    ledger = LedgerId.of(1)
+               ack_quorum: int = 2, ledger: LedgerId = LedgerId.of(1)) -> PipelineResult:
+    """Stream pre-framed batches of ``ledger`` to every address for ``seconds``; acknowledged entries/s."""
     digest = DigestManager(ledger, b"bench")
     payload = os.urandom(entry_size)
     # Pre-framed batches: no framing in the measured loop. Entry ids repeat every 64 batches; the

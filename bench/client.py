@@ -4,7 +4,8 @@ Prints, each next to its baseline measured in the same run:
 - ``append_async``, one entry per call, 10,000 in flight: entries/s vs ``append_batch`` (target >= 0.6);
 - ``append_batch`` of 256, 16 in flight: entries/s vs the bare pipeline (target >= 0.9): a Python writer
   sending pre-framed 256-entry batches over gRPC to three servicers that only journal and fsync
-  (bench/bare_pipeline.py);
+  (bench/bare_pipeline.py); and, for information, the same writer sending 1,024-entry messages (the
+  size the client's outboxes coalesce 256-entry batches into);
 - for both, and the bare writer, the client process's CPU per acknowledged entry (µs);
 - one append at a time: p50 latency (target <= 2 ms);
 - reading the closed ledger: entries/s (target >= 200,000);
@@ -76,6 +77,9 @@ def run(args, base: str) -> None:
             batched, batch_cpu = cpu_timed(benchmark.batch_write_throughput, bk, args.seconds, 1024, 3, 3, 2,
                                            batch=256, in_flight=16)
             bare = bare_pipeline.run_writer(bare_addresses, args.seconds, 1024, batch=256, in_flight=16, ack_quorum=2)
+            # The same bytes in flight as messages of 1,024 entries: the size the client's outboxes coalesce to.
+            bare_large = bare_pipeline.run_writer(bare_addresses, args.seconds, 1024, batch=1024, in_flight=4,
+                                                  ack_quorum=2)
             latency = benchmark.append_latency(bk, 2000, 1024, 3, 3, 2)
             entries, size, read_s = benchmark.read_throughput(bk, write.ledger_ids[0])
         zk_rate = zookeeper_as_a_log(cluster.zookeeper.connect_string, args.seconds)
@@ -92,6 +96,8 @@ def run(args, base: str) -> None:
           f"p99 {batched.percentile(99):.1f} ms")
     print(f"  bare pipeline (pre-framed 256 x 16, 3 journal-only servicers): {bare.rate:10,.0f} entries/s  "
           f"CPU {bare.cpu_us_per_entry:.1f} us/entry")
+    print(f"  bare pipeline, 1,024-entry messages x 4: {bare_large.rate:9,.0f} entries/s  "
+          f"(append_batch {batched.rate / bare_large.rate:.2f} of it)  CPU {bare_large.cpu_us_per_entry:.1f} us/entry")
     print(f"  one append at a time                   : p50 {latency.percentile(50):6.2f} ms  "
           f"p99 {latency.percentile(99):6.2f} ms  (target p50 <= 2 ms)")
     print(f"  read of the closed ledger              : {read_rate:10,.0f} entries/s  ({size / read_s / 1e6:.0f} MB/s; "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from operator import itemgetter
 from dataclasses import dataclass
 
 
@@ -119,5 +120,5 @@ def read_throughput(bk, ledger_id: int, password: bytes = b"benchPasswd", batch:
     for first in range(0, last + 1, batch):
         chunk = handle.read(first, min(last, first + batch - 1))
         entries += len(chunk)
-        size += sum(len(e.payload) for e in chunk)
+        size += sum(map(len, map(itemgetter(2), chunk)))  # payloads
     return entries, size, time.perf_counter() - start

@@ -17,6 +17,9 @@ import concurrent.futures as cf
 import logging
 import time
 from dataclasses import dataclass
+from itertools import repeat
+
+import numpy as np
 
 from bookie.client.distribution_schedule import is_covered, write_set
 from bookie.client.ledger_entry import LedgerEntry
@@ -30,6 +33,7 @@ from bookie.proto.checksum import DigestManager
 
 log = logging.getLogger(__name__)
 NO_ENTRY = (status.ENOENTRY, status.ENOLEDGER)
+_new_entry = tuple.__new__  # LedgerEntry(...) without the NamedTuple's Python-level __new__: by the million
 
 
 @dataclass
@@ -154,12 +158,31 @@ class LedgerReader:
                     timeout=self.conf.readTimeout * 12):
                 if message.status != status.EOK:
                     return f"{status.name_of(message.status)} {message.message}"
-                for entry_id, payload in self.digest.verify_frames(message.entries):
-                    if payload is None:
-                        log.warning("ledger %s entry %d from bookie %s failed its digest check; reading it from "
-                                    "another replica", self.ledger, entry_id, bookie)
-                    elif first <= entry_id <= last:
-                        result[entry_id - base] = LedgerEntry(lid, entry_id, payload)
+                blob = message.entries
+                run = False
+                try:  # the whole message checked at once (numpy), payloads cut from one buffer
+                    ids, offsets, data, bad = self.digest.verify_columns(blob)
+                except BKDigestMatchException:  # a frame cut short or of another ledger: entry by entry
+                    verified = self.digest.verify_frames(blob)
+                    bad = [entry_id for entry_id, payload in verified if payload is None]
+                    ids = [entry_id for entry_id, payload in verified if payload is not None]
+                    payloads = [payload for _, payload in verified if payload is not None]
+                else:
+                    step = int(ids[1] - ids[0]) if len(ids) > 1 else 1
+                    run = len(ids) > 0 and step > 0 and first <= ids[0] and ids[-1] <= last \
+                        and bool((np.diff(ids) == step).all())
+                    ids, ends = ids.tolist(), offsets.tolist()
+                    payloads = map(data.__getitem__, map(slice, ends, ends[1:]))
+                for entry_id in bad:
+                    log.warning("ledger %s entry %d from bookie %s failed its digest check; reading it from "
+                                "another replica", self.ledger, entry_id, bookie)
+                entries = map(_new_entry, repeat(LedgerEntry), zip(repeat(lid), ids, payloads))
+                if run:  # every entry, or every stride-th, from ids[0] to ids[-1]: one slice of the result
+                    result[ids[0] - base: ids[-1] - base + 1: step] = list(entries)
+                    continue
+                for entry in entries:
+                    if first <= entry.entry_id <= last:
+                        result[entry.entry_id - base] = entry
         except BKException as exc:  # a bookie failure or a bad copy (BKDigestMatchException)
             return str(exc)
         return None
