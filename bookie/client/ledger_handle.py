@@ -74,6 +74,10 @@ class LedgerHandle(Handle):
         self.confirmed_length = length  # through the LAC: what close records
         # The largest add message a bookie takes; each message's framed entries stay within it.
         self.limits = AddMessageLimits.of(self.conf, self.digest)
+        # What every append checks, read once (the configuration is fixed for the handle's life).
+        self._max_pending = self.conf.maxPendingAdds
+        self._max_payload, self._entry_overhead = self.limits.max_payload, self.limits.entry_overhead
+        self._run_entries, self._run_bytes = self.limits.max_entries, self.limits.entry_bytes
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._pending: deque[PendingAddOp] = deque()
@@ -115,18 +119,19 @@ class LedgerHandle(Handle):
 
     def append_async(self, payload: bytes) -> Future:
         """Append; the future gives the entry id once acknowledged. Futures complete in entry order."""
-        if type(payload) is not bytes or len(payload) > self.limits.max_payload:
+        if type(payload) is not bytes or len(payload) > self._max_payload:
             self.limits.pieces(self.ledger, [payload])  # refuses what is not bytes-like or too large
             payload = bytes(payload)  # framed later: the caller may reuse a bytearray meanwhile
         size = len(payload)
         future = Future()
         with self._lock:
-            while self._pending_entries >= self.conf.maxPendingAdds and self._error is None and self._closing is None:
+            while self._pending_entries >= self._max_pending and self._error is None and self._closing is None:
                 self._changed.wait()  # back-pressure: too many entries in flight
-            self._check_open()
+            if self._error is not None or self._closing is not None:
+                self._check_open()
             run = self._open
-            if run is not None and (len(run.payloads) >= self.limits.max_entries
-                                    or run.size + size + self.limits.entry_overhead > self.limits.entry_bytes):
+            if run is not None and (len(run.payloads) >= self._run_entries
+                                    or run.size + size + self._entry_overhead > self._run_bytes):
                 self._seal()  # one more would not fit in one add message
                 run = None
             if run is None:
@@ -140,7 +145,7 @@ class LedgerHandle(Handle):
             self.length += size
             run.payloads.append(payload)
             run.futures.append(future)
-            run.size += size + self.limits.entry_overhead
+            run.size += size + self._entry_overhead
             self._pending_entries += 1
             batches = self._take_sendable() if check_room and self._outboxes.has_room() else ()
         if batches:
@@ -159,7 +164,7 @@ class LedgerHandle(Handle):
         cuts = self.limits.pieces(self.ledger, payloads)
         future = Future()
         with self._lock:
-            while self._pending_entries >= self.conf.maxPendingAdds and self._error is None and self._closing is None:
+            while self._pending_entries >= self._max_pending and self._error is None and self._closing is None:
                 self._changed.wait()  # back-pressure: too many entries in flight
             self._check_open()
             if self._open is not None:
