@@ -63,6 +63,8 @@ OPTIONS: dict[str, Option] = {
     "journalFlushWhenQueueEmpty": _o("bool", False, "flush as soon as the journal queue is empty"),
     "journalSyncData": _o("bool", True, "fsync each journal flush before acknowledging"),
     "journalQueueSize": _o("int", 10000, "journal queue capacity, in requests", 1),
+    "journalRemovePagesFromCache": _o("bool", True, "drop journal pages from the page cache once fsynced "
+                                      "(replay is the only reader)"),
     "skipReplayJournalInvalidRecord": _o("bool", False, "replay the verified journal groups after a corrupt one "
                                          "instead of refusing to start (the corrupt group's entries are lost here)"),
     # Ledger storage

@@ -1,0 +1,61 @@
+"""journalRemovePagesFromCache: once a group is fsynced its whole pages leave the page cache (replay is
+their only reader), and the page the next group continues stays. Residency is read with mincore(2)."""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+
+import pytest
+
+from bookie.proto.checksum import DigestManager
+from bookie.server import journal
+from tests.helpers.engine_ops import PASSWORD
+from tests.helpers.journal_files import KEY, LEDGER
+
+PAGE = mmap.PAGESIZE
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+
+
+def resident_pages(path: str, length: int) -> list[bool]:
+    """Which pages of the file's first ``length`` bytes are in the page cache (mmap + mincore, no read)."""
+    pages = (length + PAGE - 1) // PAGE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap failed")
+        try:
+            vec = (ctypes.c_ubyte * pages)()
+            if _libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(length), vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore failed")
+            return [bool(v & 1) for v in vec]
+        finally:
+            _libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(length))
+    finally:
+        os.close(fd)
+
+
+def add_groups(bookie, groups: int) -> None:
+    """``groups`` adds of 64 x 1 KiB, each waited for (its fsync) before the next: one group each."""
+    digest = DigestManager(LEDGER, PASSWORD)
+    for g in range(groups):
+        blob, _ = digest.build_framed(g * 64, g * 64 - 1, 0, [bytes([g]) * 1024] * 64)
+        bookie.add_entries(LEDGER, KEY, blob).result(10)
+
+
+@pytest.mark.parametrize("remove", [True, False])
+def test_fsynced_journal_pages_leave_the_page_cache(make_bookie, remove):
+    bookie = make_bookie(journalRemovePagesFromCache=remove, journalFlushWhenQueueEmpty=True)
+    add_groups(bookie, 8)
+    channel = bookie.journals[0]._channel
+    synced = bookie.journals[0].last_log_mark.offset  # every group's callback ran: all of it is fsynced
+    assert synced == channel.position and synced > 8 * 64 * 1024
+    resident = resident_pages(channel.path, synced)
+    if remove:
+        assert not any(resident[:-1]), "fsynced journal pages were left in the page cache"
+        assert resident[-1] or synced % PAGE == 0, "the page the next group continues was dropped too"
+    else:
+        assert all(resident), "the control: written pages are in the page cache when nothing drops them"
