@@ -134,6 +134,15 @@ class LedgerCache:
                 self._dirty.add((ledger, page_no))
                 pos += n
             return
+        steps = np.diff(entry_ids)
+        if (steps > 0).all():  # increasing (a bookie's stripe of a ledger with WQ < E): one assignment per page
+            pages = entry_ids // per
+            cuts = (np.flatnonzero(pages[1:] != pages[:-1]) + 1).tolist()
+            for lo, hi in zip([0, *cuts], [*cuts, len(entry_ids)]):
+                page_no = int(pages[lo])
+                self._page(ledger, page_no)[entry_ids[lo:hi] - page_no * per] = locations[lo:hi]
+                self._dirty.add((ledger, page_no))
+            return
         for eid, loc in zip(entry_ids.tolist(), locations.tolist()):
             page_no = eid // per
             self._page(ledger, page_no)[eid - page_no * per] = loc
