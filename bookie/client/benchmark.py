@@ -11,6 +11,9 @@ from operator import itemgetter
 from dataclasses import dataclass
 
 
+WINDOW_STEP = 256  # a full window is waited on this many entries at a time
+
+
 @dataclass
 class WriteResult:
     entries: int
@@ -36,9 +39,9 @@ def write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int =
                      ack_quorum: int = 2, in_flight: int = 10000, ledgers: int = 1, progress=None,
                      password: bytes = b"benchPasswd") -> WriteResult:
     """Append ``entry_size`` entries round robin over ``ledgers`` for ``seconds``, one ``append_async`` per
-    entry, at most ``in_flight`` pending: a window, the oldest waited for when it is full (futures
-    complete in entry order, so the oldest is the next to complete). Each entry's latency is taken by
-    a done callback, as an application would."""
+    entry, at most ``in_flight`` pending (give or take WINDOW_STEP): a window, the oldest waited for when
+    it is full (futures complete in entry order, so the oldest are the next to complete). Each entry's
+    latency is taken by a done callback, as an application would."""
     handles = [bk.create_ledger(ensemble, write_quorum, ack_quorum, password=password) for _ in range(ledgers)]
     payload = os.urandom(entry_size)
     now = time.perf_counter
@@ -59,8 +62,12 @@ def write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int =
         future.add_done_callback(callbacks[k])
         window.append(future)
         sent += 1
-        if len(window) >= in_flight:
-            window.popleft().result()  # raises the first failure
+        if len(window) >= in_flight + WINDOW_STEP:
+            # Wait for the newest of the oldest WINDOW_STEP entries of each ledger: futures complete in entry
+            # order, and a failed entry fails every later one of its ledger, so these raise any failure.
+            oldest = [window.popleft() for _ in range(WINDOW_STEP)]
+            for future in oldest[-ledgers:]:
+                future.result()
         if progress and sent % 1000 == 0:
             progress(sent - len(window))
     for future in window:

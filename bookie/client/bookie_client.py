@@ -46,10 +46,12 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def encode_add_request(txn_id: int, ledger: LedgerId, master_key: bytes, recovery: bool, entries: bytes) -> bytes:
+def encode_add_request(txn_id: int, ledger: LedgerId, master_key: bytes, recovery: bool,
+                       entries: bytes | list[bytes]) -> bytes:
     """An ``AddRequest`` as protobuf serializes it (fields in number order, defaults left out), built by
-    hand: the framed entries are copied once, into the message, instead of into a message object and
-    again when gRPC serializes it."""
+    hand: the framed entries (one buffer, or consecutive pieces of it) are copied once, into the message,
+    instead of joined, copied into a message object and copied again when gRPC serializes it."""
+    parts = [entries] if isinstance(entries, (bytes, bytearray, memoryview)) else entries
     head = [b"\x08", _varint(txn_id)]
     if ledger.scope_id:
         head += (b"\x10", _varint(ledger.scope_id))
@@ -59,8 +61,9 @@ def encode_add_request(txn_id: int, ledger: LedgerId, master_key: bytes, recover
         head += (b"\x22", _varint(len(master_key)), master_key)
     if recovery:
         head += (b"\x28", _varint(pb.AddRequest.RECOVERY_ADD))
-    if entries:
-        head += (b"\x3a", _varint(len(entries)), entries)
+    size = sum(map(len, parts))
+    if size:
+        head += (b"\x3a", _varint(size), *parts)
     return b"".join(head)
 
 
@@ -136,8 +139,9 @@ class BookieClient:
         self._closed = False
 
     # -- adds ----------------------------------------------------------------------------------------
-    def add(self, ledger: LedgerId, master_key: bytes, entries: bytes, recovery: bool = False) -> Future:
-        """Send a framed batch of ``ledger``'s entries; the future gets the AddResponse."""
+    def add(self, ledger: LedgerId, master_key: bytes, entries: bytes | list[bytes], recovery: bool = False) -> Future:
+        """Send a framed batch of ``ledger``'s entries (one buffer, or its pieces in order); the future gets
+        the AddResponse."""
         txn_id = next(self._txn)
         request = encode_add_request(txn_id, ledger, master_key, recovery, entries)
         future: Future = Future()

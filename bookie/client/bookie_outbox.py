@@ -26,7 +26,13 @@ class InflightBatch:
 
     def payload(self) -> bytes:
         """The add message's entries: this bookie's part of every op."""
-        return b"".join(op.parts[self.index] for op in self.ops)
+        return b"".join(self.parts())
+
+    def parts(self) -> list[bytes]:
+        """This bookie's part of every op, in order: what the transport joins as it encodes the message
+        (one copy instead of two)."""
+        index = self.index
+        return [op.parts[index] for op in self.ops]
 
     def describe(self) -> str:
         return f"{self.ops[0].entry_id}..{self.ops[-1].last_id}"

@@ -225,7 +225,7 @@ class LedgerHandle(Handle):
     def _send(self, batches: list[InflightBatch]) -> None:
         for batch in batches:
             try:
-                future = self.bk.bookie_client(batch.bookie).add(self.ledger, self.master_key, batch.payload(),
+                future = self.bk.bookie_client(batch.bookie).add(self.ledger, self.master_key, batch.parts(),
                                                                   self.recovery)
             except BKException as exc:
                 self._batch_failed(batch, exc)

@@ -169,10 +169,12 @@ class NativeBookieClient:
         return self._send_call(txn, request, convert, what, self.timeout)
 
     # -- adds ----------------------------------------------------------------------------------------
-    def add(self, ledger: LedgerId, master_key: bytes, entries: bytes, recovery: bool = False) -> Future:
-        """Send a framed batch of ``ledger``'s entries, one AddRequest each; the future gets one AddResponse."""
+    def add(self, ledger: LedgerId, master_key: bytes, entries: bytes | list[bytes], recovery: bool = False) -> Future:
+        """Send a framed batch of ``ledger``'s entries (one buffer, or its pieces in order: each whole frames),
+        one AddRequest each; the future gets one AddResponse."""
         lid = native_ledger_id(self.bookie_id, ledger)
-        bodies = list(entry_format.iter_frames(entries))
+        parts = [entries] if isinstance(entries, (bytes, bytearray, memoryview)) else entries
+        bodies = [body for part in parts for body in entry_format.iter_frames(part)]
         ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
         first_txn = self._txns(len(ids))
         batch = PendingAddBatch(ledger, ids, first_txn)

@@ -38,3 +38,17 @@ def test_the_method_path_is_the_generated_stubs():
     channel = Channel()
     pb_grpc.BookieStub(channel)
     assert channel.path == ADD_ENTRIES
+
+
+@pytest.mark.parametrize("cuts", [[], [0], [5], [1, 2, 3], [10, 10, 20]])
+def test_pieces_encode_as_the_joined_buffer(cuts):
+    entries = bytes(range(256)) * 3
+    bounds = [0, *cuts, len(entries)]
+    parts = [entries[a:b] for a, b in zip(bounds, bounds[1:])]
+    ledger = LedgerId.of(42)
+    assert encode_add_request(3, ledger, b"key", False, parts) == encode_add_request(3, ledger, b"key", False, entries)
+
+
+def test_no_pieces_are_no_entries():
+    assert encode_add_request(3, LedgerId.of(42), b"key", False, []) == \
+        pb.AddRequest(txnId=3, ledgerId=42, masterKey=b"key").SerializeToString()
