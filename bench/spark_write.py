@@ -1,6 +1,8 @@
 """Spark write benchmark: df.write.format("bookkeeper") of 1 KiB payloads, next to (same run) the
-client's own pipelined append rate (append_batch, one process) and Parquet on local disk.
-Target: bookkeeper >= 0.5 of the client's pipelined append rate.
+client's own pipelined append rate (append_batch, one process, the sink's quorums) and Parquet on
+local disk. The three take turns on the same bookies, so none is measured on bookies fresher than the
+others' (a bookie's page cache grows with what it has written, and so does its cost per entry).
+Target: bookkeeper >= 0.7 of the client's pipelined append rate, on every run.
 
     python bench/spark_write.py [--rows 200000] [--runs 3]
 """
@@ -16,10 +18,13 @@ def main() -> None:
     args = parse_args(__doc__)
     from bookie.client import BookKeeper
     from bookie.client import benchmark
-    with cluster_and_spark() as (cluster, spark, base):
+    with cluster_and_spark() as (cluster, spark, base), BookKeeper(cluster.metadata_service_uri) as bk:
         uri = cluster.metadata_service_uri
-        with BookKeeper(uri) as bk:
-            client = benchmark.batch_write_throughput(bk, 4.0, PAYLOAD, 3, 2, 2, batch=4096, in_flight=4)
+        client_runs: list = []
+
+        def to_bookkeeper_by_client():  # about as long as the Spark write, E=3 WQ=2 AQ=2 as the sink's defaults
+            client_runs.append(benchmark.batch_write_throughput(bk, 2.0, PAYLOAD, 3, 2, 2, batch=4096, in_flight=4))
+
         data = payload_frame(spark, args.rows).cache()
         data.count()
         counter = itertools.count()
@@ -29,14 +34,15 @@ def main() -> None:
              .option("log", f"bench-{next(counter)}").save())
 
         parquet = os.path.join(base, "bench.parquet")
-        best = best_of_each(args.runs, {"bk": to_bookkeeper,
+        best = best_of_each(args.runs, {"bk": to_bookkeeper, "client": to_bookkeeper_by_client,
                                         "parquet": lambda: data.write.mode("overwrite").parquet(parquet)})
         t_bk, t_pq = best["bk"], best["parquet"]
+        client = max(client_runs[1:], key=lambda r: r.rate)  # the best timed turn (the first is the warm-up)
     print(f"spark write bench ({args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, E=3 WQ=2 AQ=2, best of {args.runs}):")
     print(f"  client append_batch (one process)   : {client.rate:10,.0f} rows/s  {client.mb_per_s:7.1f} MB/s")
     print(line("Parquet on local disk", t_pq, args.rows))
     print(line("format(\"bookkeeper\") to bookies", t_bk, args.rows,
-               f"({args.rows / t_bk / client.rate:.2f} of the client's rate; target >= 0.5)"))
+               f"({args.rows / t_bk / client.rate:.2f} of the client's rate; target >= 0.7)"))
 
 
 if __name__ == "__main__":
