@@ -12,6 +12,7 @@ from spark_bookkeeper.notebook import AUDIT_VARIABLE, URI_VARIABLE
 
 NOTEBOOKS = pathlib.Path(__file__).parents[2] / "notebooks"
 CELL_TIMEOUT = 900  # seconds per cell: the kernel starts a JVM and runs audits on two shared cores
+KERNEL_STARTUP_TIMEOUT = 600  # nbclient's default (60 s) is too short for a kernel starting on a loaded machine
 
 
 def execute(name: str, uri: str, cwd: pathlib.Path) -> nbformat.NotebookNode:
@@ -22,7 +23,7 @@ def execute(name: str, uri: str, cwd: pathlib.Path) -> nbformat.NotebookNode:
     notebook = nbformat.read(path, as_version=4)
     env = {k: v for k, v in os.environ.items() if k != AUDIT_VARIABLE}
     env[URI_VARIABLE] = uri
-    NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+    NotebookClient(notebook, timeout=CELL_TIMEOUT, startup_timeout=KERNEL_STARTUP_TIMEOUT, kernel_name="python3",
                    resources={"metadata": {"path": str(cwd)}}).execute(env=env)
     assert path.read_bytes() == before, f"executing {name} changed the committed file"
     return notebook
