@@ -125,8 +125,7 @@ class LedgerHandle(Handle):
         size = len(payload)
         future = Future()
         with self._lock:
-            while self._pending_entries >= self._max_pending and self._error is None and self._closing is None:
-                self._changed.wait()  # back-pressure: too many entries in flight
+            self._wait_for_room()
             if self._error is not None or self._closing is not None:
                 self._check_open()
             run = self._open
@@ -164,8 +163,7 @@ class LedgerHandle(Handle):
         cuts = self.limits.pieces(self.ledger, payloads)
         future = Future()
         with self._lock:
-            while self._pending_entries >= self._max_pending and self._error is None and self._closing is None:
-                self._changed.wait()  # back-pressure: too many entries in flight
+            self._wait_for_room()
             self._check_open()
             if self._open is not None:
                 self._seal()  # its entries come before these
@@ -182,6 +180,12 @@ class LedgerHandle(Handle):
         if batches:
             self._send(batches)
         return future
+
+    def _wait_for_room(self) -> None:
+        """Back-pressure (lock held): block while ``maxPendingAdds`` entries are in flight, unless the handle
+        failed or is closing (the caller then refuses the append)."""
+        while self._pending_entries >= self._max_pending and self._error is None and self._closing is None:
+            self._changed.wait()
 
     def _make_op(self, first: int, payloads: list, future: Future | None, result_first: int | None) -> PendingAddOp:
         """Frame ``payloads`` as entries ``first..`` and split them by the bookies that store them (lock held)."""
