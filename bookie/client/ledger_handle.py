@@ -1,4 +1,4 @@
-"""Writing a ledger (LedgerHandle and the ensemble change of LedgerHandle.ensembleChangeLoop).
+"""Writing a ledger (LedgerHandle).
 
 An append takes the next entry id, is cut into pieces that fit one add message, framed with the
 current LAC and length and striped into what each bookie stores (add_batch), and becomes a pending
@@ -10,12 +10,10 @@ writer pays for framing and bookkeeping per run, not per entry.
 An entry is acknowledged when AQ bookies of its write set have it (fsynced); futures complete
 strictly in entry order, on the client's completion thread, and the LAC advances with them.
 
-A bookie error or timeout starts an ensemble change: the bookie is replaced, a new fragment starts
-at LAC+1 (a metadata compare-and-set; re-read and retried on conflict), and every pending entry of
-that fragment is (re)sent to the replacement. Nothing completes while the change runs, so an entry
-is never acknowledged with a copy on a bookie the metadata no longer names. Metadata found
-IN_RECOVERY or CLOSED stops the writer (BKLedgerFencedException / BKLedgerClosedException), as does
-a bookie answering EFENCED. A recovering handle (``recovery=True``) sends RECOVERY_ADDs and keeps its
+A bookie error or timeout starts an ensemble change (ensemble_change.EnsembleChange: the bookie is
+replaced, a new fragment starts at LAC+1, pending entries of that fragment are re-sent; nothing
+completes meanwhile). Metadata found IN_RECOVERY or CLOSED stops the writer
+(BKLedgerFencedException / BKLedgerClosedException), as does a bookie answering EFENCED. A recovering handle (``recovery=True``) sends RECOVERY_ADDs and keeps its
 ensemble changes in memory until it closes the ledger (LedgerRecoveryOp).
 
 The client's timer drives the time-based parts: ``check_add_timeouts`` (monitorPendingAddOps) and
@@ -32,7 +30,7 @@ from concurrent.futures import Future
 from bookie.client.add_batch import AddMessageLimits, frame_and_stripe
 from bookie.client.bookie_outbox import BookieOutboxes, InflightBatch
 from bookie.client.distribution_schedule import write_set
-from bookie.client.ensemble_placement import replace_bookies
+from bookie.client.ensemble_change import EnsembleChange
 from bookie.client.explicit_lac_flush_policy import ExplicitLacFlushPolicy
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
@@ -40,8 +38,8 @@ from bookie.client.ledger_reader import LedgerReader
 from bookie.client.pending_add_op import OpenAddRun, PendingAddOp
 from bookie.exceptions import (BKException, BKIncorrectParameterException, BKLedgerClosedException,
                                BKLedgerFencedException, BKMessageTooLargeException, BKMetadataVersionException,
-                               BKNotEnoughBookiesException, BKReadException, BKTimeoutException,
-                               BKUnauthorizedAccessException, BKWriteException, from_status)
+                               BKReadException, BKTimeoutException, BKUnauthorizedAccessException, BKWriteException,
+                               from_status)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.meta.metadata_store import Versioned
@@ -84,8 +82,7 @@ class LedgerHandle(Handle):
         self._open: OpenAddRun | None = None  # single appends after the last of _pending, not framed yet
         self._pending_entries = 0  # entries appended and not yet acknowledged or failed (_pending and _open)
         self._outboxes = BookieOutboxes(self.ensemble_size, self.conf, self.limits.entry_bytes)
-        self._changing = False
-        self._ensemble_changes = 0
+        self._ensemble_change = EnsembleChange(self)
         self._error: BKException | None = None  # set once the handle can take no more adds
         self._closing: Future | None = None  # set when close starts: from then on appends fail
         self._closed = False
@@ -275,15 +272,13 @@ class LedgerHandle(Handle):
                 # Its unacknowledged entries go to the replacement, with the rest of its outbox.
                 self._outboxes.bookie_failed(batch.index, self._pending)
                 failed = []
-                if not self._changing:
-                    self._changing = True
-                    self.bk.executor.submit(self._change_ensemble)
+                self._ensemble_change.start()
         self.bk.fail_all(failed)
 
     def _pop_completed(self) -> list[PendingAddOp]:
         """Entries acknowledged in order from the head; the LAC moves with them (caller holds the lock)."""
         done = []
-        if self._changing:
+        if self._ensemble_change.running:
             return done
         while self._pending and self._pending[0].is_complete(self.ack_quorum) \
                 and self._pending[0].entry_id == self.last_add_confirmed + 1:
@@ -316,64 +311,6 @@ class LedgerHandle(Handle):
         self._outboxes.clear()
         self._changed.notify_all()
         return failed
-
-    # -- ensemble change ------------------------------------------------------------------------------
-    def _change_ensemble(self) -> None:
-        while True:
-            with self._lock:
-                failed = set(self._outboxes.failed)
-                if not failed or self._error is not None:
-                    self._changing = False
-                    done = self._pop_completed()
-                    batches = self._take_sendable()
-                    break
-                start = self.last_add_confirmed + 1
-                old = list(self.ensemble)
-            try:
-                self._ensemble_changes += 1
-                if self._ensemble_changes > self.conf.maxNumEnsembleChanges:
-                    raise BKWriteException(f"ledger {self.ledger}: more than maxNumEnsembleChanges ensemble changes")
-                new = replace_bookies(self.bk.writable_bookies(grpc_only=self.ledger.scope_id != 0), old, failed,
-                                      self.bk.quarantined())
-                versioned = self._record_ensemble(start, tuple(new))
-            except BKException as exc:
-                if isinstance(exc, BKNotEnoughBookiesException):
-                    dead = ', '.join(sorted({old[j] for j in failed}))
-                    exc = BKNotEnoughBookiesException(
-                        f"ledger {self.ledger}: cannot replace failed bookie(s) {dead} of ensemble {', '.join(old)} "
-                        f"from entry {start} on: {exc}. Needs {len(failed)} more writable bookie(s) outside that ensemble")
-                with self._lock:
-                    failed_ops = self._fail(exc)
-                    self._changing = False
-                self.bk.fail_all(failed_ops)
-                return
-            with self._lock:
-                log.info("ledger %s: new fragment from entry %d: %s (was %s)", self.ledger, start, new, old)
-                self._versioned = versioned
-                self.ensemble = new
-                for i in failed:
-                    for op in self._pending:  # entries of the new fragment must be on the new bookie
-                        if i in op.write_set and op.entry_id >= start:
-                            op.acked.discard(i)
-                    self._outboxes.bookie_replaced(i, self._pending)
-        self.bk.complete_in_order(done)
-        self._send(batches)
-
-    def _record_ensemble(self, start: int, new: tuple[str, ...]) -> Versioned[LedgerMetadata]:
-        """The new fragment in the metadata (MetadataUpdateLoop); in memory only while recovering."""
-        if self.recovery:
-            return Versioned(self._versioned.value.with_ensemble(start, new), self._versioned.version)
-
-        def transform(md: LedgerMetadata) -> LedgerMetadata:
-            if md.state is LedgerState.IN_RECOVERY:
-                raise BKLedgerFencedException(f"ledger {self.ledger} is being recovered by another client: "
-                                                  "this writer can add nothing more")
-            if md.state is LedgerState.CLOSED:
-                raise BKLedgerClosedException(f"ledger {self.ledger} was closed by another client")
-            return md.with_ensemble(start, new)
-
-        return update_ledger_metadata(self.bk.store, self.ledger, self._versioned,
-                                      lambda md: md.ensembles[-1] != (start, new), transform, doubt_window(self.conf))
 
     # -- timeouts, explicit LAC (driven by the client's timer) ---------------------------------------------
     def check_add_timeouts(self, now: float) -> None:
