@@ -21,7 +21,7 @@ from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
-from bookie.client.conf import ClientConfiguration
+from bookie.client.conf import POOLED_DIRECT, ClientConfiguration
 from bookie.client.ensemble_placement import new_ensemble
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_handle_adv import LedgerHandleAdv
@@ -35,6 +35,7 @@ from bookie.meta.bookie_service_info import GRPC, BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto.checksum import DigestType
+from bookie.util.allocator import keep_large_buffers
 from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ def as_ledger_id(ledger, scope_id: int = 0) -> LedgerId:
 class BookKeeper:
     def __init__(self, metadata_service_uri: str, conf: ClientConfiguration | dict | None = None, **overrides):
         self.conf = conf if isinstance(conf, ClientConfiguration) else ClientConfiguration.of(conf, **overrides)
+        if self.conf.allocatorPoolingPolicy == POOLED_DIRECT:
+            keep_large_buffers()  # range reads move multi-megabyte messages: reuse their memory
         self.store = ZKMetadataStore(metadata_service_uri, self.conf.zkTimeout, self.conf.zkConnectTimeout)
         self.store.instance_id()  # fails clearly if the cluster was never initialised
         self._clients: dict[str, BookieClient | NativeBookieClient] = {}

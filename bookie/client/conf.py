@@ -5,6 +5,11 @@ from dataclasses import dataclass, fields
 
 from bookie.exceptions import ConfigurationException
 
+# allocatorPoolingPolicy (BookKeeper's PoolingPolicy): PooledDirect reuses large buffers (here: glibc keeps
+# freed multi-megabyte blocks for reuse, bookie/util/allocator.py); UnpooledHeap leaves the allocator alone.
+POOLED_DIRECT, UNPOOLED_HEAP = "PooledDirect", "UnpooledHeap"
+POOLING_POLICIES = (POOLED_DIRECT, UNPOOLED_HEAP)
+
 
 @dataclass
 class ClientConfiguration:
@@ -22,6 +27,12 @@ class ClientConfiguration:
     enableDigestTypeAutodetection: bool = True
     maxNumEnsembleChanges: int = 2 ** 31 - 1
     nettyMaxFrameSizeBytes: int = 5 * 1024 * 1024  # the largest message a bookie takes (same key as the bookie's)
+    allocatorPoolingPolicy: str = POOLED_DIRECT  # see POOLING_POLICIES
+
+    def __post_init__(self) -> None:
+        if self.allocatorPoolingPolicy not in POOLING_POLICIES:
+            raise ConfigurationException(f"allocatorPoolingPolicy {self.allocatorPoolingPolicy!r} is not one of "
+                                         f"{', '.join(POOLING_POLICIES)}")
 
     @classmethod
     def of(cls, values: dict | None = None, **overrides) -> "ClientConfiguration":

@@ -30,6 +30,7 @@ from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
+from bookie.util.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
 NO_ENTRY = (status.ENOENTRY, status.ENOLEDGER)
@@ -151,41 +152,44 @@ class LedgerReader:
                      base: int) -> str | None:
         """Put the entries of ``[first, last]`` with ``e % stride == offset`` from one bookie into
         ``result[e - base]`` (verified); returns what went wrong, if anything."""
-        lid = self.ledger.ledger_id
         try:
             for message in self.bk.bookie_client(bookie).read_entries(
                     self.ledger, first, last, self.conf.readBatchBytes, stride if stride > 1 else 0, offset,
                     timeout=self.conf.readTimeout * 12):
                 if message.status != status.EOK:
                     return f"{status.name_of(message.status)} {message.message}"
-                blob = message.entries
-                run = False
-                try:  # the whole message checked at once (numpy), payloads cut from one buffer
-                    ids, offsets, data, bad = self.digest.verify_columns(blob)
-                except BKDigestMatchException:  # a frame cut short or of another ledger: entry by entry
-                    verified = self.digest.verify_frames(blob)
-                    bad = [entry_id for entry_id, payload in verified if payload is None]
-                    ids = [entry_id for entry_id, payload in verified if payload is not None]
-                    payloads = [payload for _, payload in verified if payload is not None]
-                else:
-                    step = int(ids[1] - ids[0]) if len(ids) > 1 else 1
-                    run = len(ids) > 0 and step > 0 and first <= ids[0] and ids[-1] <= last \
-                        and bool((np.diff(ids) == step).all())
-                    ids, ends = ids.tolist(), offsets.tolist()
-                    payloads = map(data.__getitem__, map(slice, ends, ends[1:]))
-                for entry_id in bad:
-                    log.warning("ledger %s entry %d from bookie %s failed its digest check; reading it from "
-                                "another replica", self.ledger, entry_id, bookie)
-                entries = map(_new_entry, repeat(LedgerEntry), zip(repeat(lid), ids, payloads))
-                if run:  # every entry, or every stride-th, from ids[0] to ids[-1]: one slice of the result
-                    result[ids[0] - base: ids[-1] - base + 1: step] = list(entries)
-                    continue
-                for entry in entries:
-                    if first <= entry.entry_id <= last:
-                        result[entry.entry_id - base] = entry
+                with gc_paused():  # thousands of entries per message: see bookie/util/gc_pause.py
+                    self._place(message.entries, bookie, first, last, result, base)
         except BKException as exc:  # a bookie failure or a bad copy (BKDigestMatchException)
             return str(exc)
         return None
+
+    def _place(self, blob: bytes, bookie: str, first: int, last: int, result: list, base: int) -> None:
+        """The verified entries of one range-read message, each at ``result[e - base]`` if in ``[first, last]``."""
+        run = False
+        try:  # the whole message checked at once (numpy), payloads cut from one buffer
+            ids, offsets, data, bad = self.digest.verify_columns(blob)
+        except BKDigestMatchException:  # a frame cut short or of another ledger: entry by entry
+            verified = self.digest.verify_frames(blob)
+            bad = [entry_id for entry_id, payload in verified if payload is None]
+            ids = [entry_id for entry_id, payload in verified if payload is not None]
+            payloads = [payload for _, payload in verified if payload is not None]
+        else:
+            step = int(ids[1] - ids[0]) if len(ids) > 1 else 1
+            run = len(ids) > 0 and step > 0 and first <= ids[0] and ids[-1] <= last \
+                and bool((np.diff(ids) == step).all())
+            ids, ends = ids.tolist(), offsets.tolist()
+            payloads = map(data.__getitem__, map(slice, ends, ends[1:]))
+        for entry_id in bad:
+            log.warning("ledger %s entry %d from bookie %s failed its digest check; reading it from "
+                        "another replica", self.ledger, entry_id, bookie)
+        entries = map(_new_entry, repeat(LedgerEntry), zip(repeat(self.ledger.ledger_id), ids, payloads))
+        if run:  # every entry, or every stride-th, from ids[0] to ids[-1]: one slice of the result
+            result[ids[0] - base: ids[-1] - base + 1: step] = list(entries)
+            return
+        for entry in entries:
+            if first <= entry.entry_id <= last:
+                result[entry.entry_id - base] = entry
 
     # -- recovery reads ------------------------------------------------------------------------------
     def recovery_scan(self, metadata: LedgerMetadata, first: int, count: int) -> tuple[list[bytes], bool]:
