@@ -35,7 +35,7 @@ from bookie.client.explicit_lac_flush_policy import ExplicitLacFlushPolicy
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
-from bookie.client.pending_add_op import OpenAddRun, PendingAddOp
+from bookie.client.pending_add_op import AddFuture, OpenAddRun, PendingAddOp
 from bookie.exceptions import (BKException, BKIncorrectParameterException, BKLedgerClosedException,
                                BKLedgerFencedException, BKMessageTooLargeException, BKMetadataVersionException,
                                BKReadException, BKTimeoutException, BKUnauthorizedAccessException, BKWriteException,
@@ -115,12 +115,13 @@ class LedgerHandle(Handle):
         return self.append_async(payload).result()
 
     def append_async(self, payload: bytes) -> Future:
-        """Append; the future gives the entry id once acknowledged. Futures complete in entry order."""
+        """Append; the future (an AddFuture) gives the entry id once acknowledged. Futures complete in
+        entry order."""
         if type(payload) is not bytes or len(payload) > self._max_payload:
             self.limits.pieces(self.ledger, [payload])  # refuses what is not bytes-like or too large
             payload = bytes(payload)  # framed later: the caller may reuse a bytearray meanwhile
         size = len(payload)
-        future = Future()
+        future = AddFuture()
         with self._lock:
             self._wait_for_room()
             if self._error is not None or self._closing is not None:
@@ -158,7 +159,7 @@ class LedgerHandle(Handle):
 
     def _add(self, entry_id: int | None, payloads: list, batch: bool = False) -> Future:
         cuts = self.limits.pieces(self.ledger, payloads)
-        future = Future()
+        future = AddFuture()
         with self._lock:
             self._wait_for_room()
             self._check_open()
