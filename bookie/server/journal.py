@@ -10,7 +10,7 @@ group (bounded by ``journalMaxGroupWaitMSec``, ``journalBufferedWritesThreshold`
 ``fdatasync``s everything written so far with ONE call (groups written meanwhile share it:
 ``journalAdaptiveGroupWrites``), advances the LastLogMark and only then runs the callbacks. So the
 next group is written while the previous one is being synced. Synced pages are then dropped from the
-page cache (``journalRemovePagesFromCache``, as BookKeeper's JournalChannel): only replay reads them,
+page cache, once the callbacks have run (``journalRemovePagesFromCache``, as BookKeeper's JournalChannel): only replay reads them,
 and new writes reuse those pages instead of growing the cache (on this project's VMs every page the
 cache has not held before costs several times its copy).
 
@@ -255,6 +255,7 @@ class Journal:
                     break
             synced: set[int] = set()
             closing = []
+            drop: dict[JournalChannel, int] = {}  # channel -> synced end whose pages leave the cache
             for item in items:
                 if item is None:
                     stop = True
@@ -275,8 +276,11 @@ class Journal:
                     if error is None:
                         self.last_log_mark = LogMark(channel.log_id, end)
                         if self.sync_data and self.remove_pages_from_cache:
-                            channel.drop_synced_pages(end)
+                            drop[channel] = end
                     self._complete(group, error)
+            # Pages leave the cache once the adds are answered: the advice is not on the ack path.
+            for channel, end in drop.items():
+                channel.drop_synced_pages(end)
             for channel in closing:
                 channel.close()
 
