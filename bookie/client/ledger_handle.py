@@ -123,7 +123,8 @@ class LedgerHandle(Handle):
         size = len(payload)
         future = AddFuture()
         with self._lock:
-            self._wait_for_room()
+            if self._pending_entries >= self._max_pending:
+                self._wait_for_room()
             if self._error is not None or self._closing is not None:
                 self._check_open()
             run = self._open

@@ -17,6 +17,7 @@ from bookie.proto.checksum import DigestManager
 
 
 _DONE = frozenset((CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED))
+_NONE: tuple = ()  # no waiters / no further callbacks yet: lists are made only when needed
 _STATE_LOCK = threading.Lock()  # a state change of an AddFuture that nobody waits on (a few bytecodes held)
 
 
@@ -25,25 +26,32 @@ class AddFuture(Future):
     with the same behaviour (``result``, ``exception``, ``done``, ``add_done_callback``, ``cancel``, usable
     with ``concurrent.futures.wait`` and ``asyncio.wrap_future``), cheaper for a writer with thousands
     in flight: its Condition is made only when a thread first waits on it (or cancels it). Until then
-    its state changes under one shared lock; from then on under its Condition, as Future's own."""
+    its state changes under one shared lock; from then on under its Condition, as Future's own.
 
-    __slots__ = ("_cond",)
+    Slots, and no list for the first done callback: an append in flight is one object for the cyclic
+    garbage collector to track, not four (the future, its dict, its two lists)."""
 
-    def __init__(self) -> None:  # Future.__init__ without the Condition
+    __slots__ = ("_cond", "_state", "_result", "_exception", "_waiters", "_done_callbacks", "_callback")
+
+    def __init__(self) -> None:  # Future.__init__ without the Condition and lists
         self._cond: threading.Condition | None = None
         self._state = PENDING
         self._result = None
         self._exception = None
-        self._waiters: list = []
-        self._done_callbacks: list = []
+        self._waiters = _NONE  # a list from when the Condition is made (wait and as_completed add to it)
+        self._done_callbacks = _NONE  # the callbacks after the first
+        self._callback = None  # the first callback
 
     @property
     def _condition(self) -> threading.Condition:
-        """Future's Condition, made on first use (by the methods below that must wait, or notify a waiter)."""
+        """Future's Condition, made on first use (by the methods below that must wait, or notify a waiter);
+        Future's own methods, which take it first, then find the lists they add to."""
         cond = self._cond
         if cond is None:
             with _STATE_LOCK:
                 if self._cond is None:
+                    self._waiters = []
+                    self._done_callbacks = list(self._done_callbacks)
                     self._cond = threading.Condition()
                 cond = self._cond
         return cond
@@ -64,7 +72,12 @@ class AddFuture(Future):
     def add_done_callback(self, fn) -> None:
         with _STATE_LOCK:
             if self._cond is None and self._state not in _DONE:
-                self._done_callbacks.append(fn)
+                if self._callback is None:
+                    self._callback = fn
+                elif self._done_callbacks is _NONE:
+                    self._done_callbacks = [fn]
+                else:
+                    self._done_callbacks.append(fn)
                 return
         if self._cond is not None:
             super().add_done_callback(fn)
@@ -73,6 +86,16 @@ class AddFuture(Future):
             fn(self)
         except Exception:
             LOGGER.exception("exception calling callback for %r", self)
+
+    def _invoke_callbacks(self) -> None:
+        callback = self._callback
+        if callback is not None:
+            try:
+                callback(self)
+            except Exception:
+                LOGGER.exception("exception calling callback for %r", self)
+        if self._done_callbacks:
+            super()._invoke_callbacks()
 
     def set_result(self, result) -> None:
         if not self._complete(result, None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import gc
 import threading
 
 import pytest
@@ -31,6 +32,26 @@ def test_is_a_future_and_completes_without_a_condition_when_nobody_waits() -> No
     g.set_result(1)
     g.add_done_callback(lambda h: seen.append("late"))  # added after completion: called at once
     assert seen[-1] == "late" and g._cond is None
+
+
+def test_callbacks_run_in_the_order_added_before_and_after_a_waiter_made_the_condition() -> None:
+    f = AddFuture()
+    order: list[int] = []
+    for i in range(3):  # the first kept alone, the next ones in a list, all without a Condition
+        f.add_done_callback(lambda g, i=i: order.append(i))
+    with pytest.raises(cf.TimeoutError):
+        f.result(timeout=0)  # a waiter: the Condition is made, Future's own methods take over
+    f.add_done_callback(lambda g: order.append(3))
+    f.set_result(None)
+    f.add_done_callback(lambda g: order.append(4))  # after completion: at once
+    assert order == [0, 1, 2, 3, 4]
+
+
+def test_an_append_in_flight_is_one_object_for_the_garbage_collector() -> None:
+    f = AddFuture()
+    f.add_done_callback(lambda g: None)
+    # No per-instance dict and no list for one callback: thousands in flight cost the collector little.
+    assert not any(isinstance(r, (dict, list)) for r in gc.get_referents(f))
 
 
 def test_exception_is_raised_by_result_and_given_by_exception() -> None:
