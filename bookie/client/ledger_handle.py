@@ -13,8 +13,9 @@ strictly in entry order, on the client's completion thread, and the LAC advances
 A bookie error or timeout starts an ensemble change (ensemble_change.EnsembleChange: the bookie is
 replaced, a new fragment starts at LAC+1, pending entries of that fragment are re-sent; nothing
 completes meanwhile). Metadata found IN_RECOVERY or CLOSED stops the writer
-(BKLedgerFencedException / BKLedgerClosedException), as does a bookie answering EFENCED. A recovering handle (``recovery=True``) sends RECOVERY_ADDs and keeps its
-ensemble changes in memory until it closes the ledger (LedgerRecoveryOp).
+(BKLedgerFencedException / BKLedgerClosedException), as does a bookie answering EFENCED. A
+recovering handle (``recovery=True``) sends RECOVERY_ADDs and keeps its ensemble changes in memory
+until it closes the ledger (LedgerRecoveryOp).
 
 The client's timer drives the time-based parts: ``check_add_timeouts`` (monitorPendingAddOps) and
 ``flush_explicit_lac_if_due`` (ExplicitLacFlushPolicy).
