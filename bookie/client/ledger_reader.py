@@ -167,8 +167,9 @@ class LedgerReader:
     def _place(self, blob: bytes, bookie: str, first: int, last: int, result: list, base: int) -> None:
         """The verified entries of one range-read message, each at ``result[e - base]`` if in ``[first, last]``."""
         run = False
-        try:  # the whole message checked at once (numpy), payloads cut from one buffer
-            ids, offsets, data, bad = self.digest.verify_columns(blob)
+        blob = bytes(blob)  # (no copy when it is bytes already, as gRPC and protobuf give it)
+        try:  # the whole message checked at once (numpy); each payload then cut out of it once
+            ids, starts, ends, bad = self.digest.verify_spans(blob)
         except BKDigestMatchException:  # a frame cut short or of another ledger: entry by entry
             verified = self.digest.verify_frames(blob)
             bad = [entry_id for entry_id, payload in verified if payload is None]
@@ -178,8 +179,8 @@ class LedgerReader:
             step = int(ids[1] - ids[0]) if len(ids) > 1 else 1
             run = len(ids) > 0 and step > 0 and first <= ids[0] and ids[-1] <= last \
                 and bool((np.diff(ids) == step).all())
-            ids, ends = ids.tolist(), offsets.tolist()
-            payloads = map(data.__getitem__, map(slice, ends, ends[1:]))
+            ids = ids.tolist()
+            payloads = map(blob.__getitem__, map(slice, starts.tolist(), ends.tolist()))
         for entry_id in bad:
             log.warning("ledger %s entry %d from bookie %s failed its digest check; reading it from "
                         "another replica", self.ledger, entry_id, bookie)

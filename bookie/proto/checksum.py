@@ -172,6 +172,25 @@ class DigestManager:
         No Python object per entry: ids and offsets are numpy arrays, payloads one contiguous buffer.
         Entries failing their ledger id or digest check are left out and listed in ``bad ids``.
         """
+        ids, starts, ends, bad, rows = self._verify(blob, max_entry_size)
+        lengths = ends - starts
+        offsets = np.zeros(len(ids) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        if rows is not None and not bad:
+            data = rows[:, int(starts[0]):].tobytes()  # equal sizes (row 0 starts the blob): one strided copy
+        else:
+            view = memoryview(blob)
+            data = b"".join(view[s: e] for s, e in zip(starts.tolist(), ends.tolist()))
+        return ids, offsets, data, bad
+
+    def verify_spans(self, blob: bytes, max_entry_size: int = 1 << 30):
+        """Framed entries checked as ``verify_columns`` does, the payloads left where they are:
+        (entry ids, payload starts, payload ends (byte positions in ``blob``), bad ids). For a reader
+        that cuts each payload out once (LedgerReader): no second copy of the message."""
+        ids, starts, ends, bad, _ = self._verify(blob, max_entry_size)
+        return ids, starts, ends, bad
+
+    def _verify(self, blob: bytes, max_entry_size: int):
         try:
             ids, frames, _ = entry_format.scan_batch(blob, self.ledger, max_entry_size)
         except ValueError as exc:
@@ -179,24 +198,16 @@ class DigestManager:
         ends = np.append(frames[1:], len(blob))
         start = frames + entry_format.FRAME_LEN
         hl, ml = self.header_len, self.mac_length
-        view = memoryview(blob)
         # Entries of one size (the common case) are the rows of a matrix: no per-entry slicing.
         stride = int(ends[0] - frames[0]) if len(ids) else 0
         rows = None
         if len(ids) and stride * len(ids) == len(blob) and (np.diff(frames) == stride).all():
             rows = np.frombuffer(blob, dtype=np.uint8).reshape(len(ids), stride)
-        good = self._digests_ok(blob, view, start, ends, rows)
+        good = self._digests_ok(blob, memoryview(blob), start, ends, rows)
         bad = ids[~good].tolist()
-        if not good.all():
+        if bad:
             ids, start, ends = ids[good], start[good], ends[good]
-        lengths = ends - start - hl - ml
-        offsets = np.zeros(len(ids) + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        if rows is not None and not bad:
-            data = rows[:, entry_format.FRAME_LEN + hl + ml:].tobytes()  # equal sizes: one strided copy
-        else:
-            data = b"".join(view[s + hl + ml: e] for s, e in zip(start.tolist(), ends.tolist()))
-        return ids, offsets, data, bad
+        return ids, start + hl + ml, ends, bad, rows
 
     def _digests_ok(self, blob: bytes, view: memoryview, start: np.ndarray, ends: np.ndarray,
                     rows: np.ndarray | None = None) -> np.ndarray:

@@ -134,3 +134,22 @@ def test_verify_columns(digest_type, sizes):
     ids, offsets, data, bad = dm.verify_columns(bytes(damaged))
     assert bad == [12] and 12 not in ids.tolist() and len(ids) == 19
     assert data == b"".join(p for k, p in enumerate(payloads) if k != 5)
+
+
+@pytest.mark.parametrize("digest_type", list(DigestType))
+@pytest.mark.parametrize("sizes", ["equal", "mixed"])
+def test_verify_spans_leaves_the_payloads_in_the_blob(digest_type, sizes):
+    """The same check, the payloads as byte positions in the message; a bad entry is left out."""
+    dm = DigestManager(LEDGERS[0], b"pw", digest_type)
+    payloads = [bytes([i]) * (100 if sizes == "equal" else 50 + i) for i in range(20)]
+    blob, _ = dm.build_framed(7, 6, 0, payloads)
+    ids, starts, ends, bad = dm.verify_spans(blob)
+    assert ids.tolist() == list(range(7, 27)) and bad == []
+    assert [blob[s:e] for s, e in zip(starts.tolist(), ends.tolist())] == payloads
+    if digest_type is DigestType.DUMMY:
+        return
+    damaged = bytearray(blob)
+    damaged[blob.index(bytes([5]) * 40) + 3] ^= 0x01  # a payload byte of entry 12
+    ids, starts, ends, bad = dm.verify_spans(bytes(damaged))
+    assert bad == [12] and ids.tolist() == [e for e in range(7, 27) if e != 12]
+    assert [bytes(damaged[s:e]) for s, e in zip(starts.tolist(), ends.tolist())] == payloads[:5] + payloads[6:]
