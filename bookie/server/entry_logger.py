@@ -10,6 +10,12 @@ writer thread writes them with one ``pwritev`` each time the buffer fills, so ad
 page cache (up to ``MAX_BUFFERED_FACTOR`` buffers; past that, adds wait). No copy of an entry in Python. A log is rolled at ``entryLogSizeLimit``; a finished log (rolled, or closed at shutdown)
 ends with its *ledgers map* — which ledgers it holds and how many bytes each — and its header points
 at it, so GC and compaction need not scan it. The next log id is kept in ``current/lastId`` (hex).
+
+A roll on the add path writes the ledgers map but neither fsyncs the log nor patches its header: the
+log joins the *rotated* logs, which the next checkpoint fsyncs, then points the header at the map
+(fsynced again) and closes, as BookKeeper's EntryLogManager flushes rotated logs in its checkpoint.
+So an add never waits for a gigabyte of entry log to reach the disk, and a header never points at a
+map that is not on disk. A checkpoint's fsyncs run outside the logger's lock: adds go on meanwhile.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import os
 import shutil
 import struct
 import threading
+from dataclasses import dataclass
 
 from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
@@ -38,6 +45,15 @@ LEDGERS_MAP_SCOPED_ENTRY_ID = -3  # our addition: (scope, ledger, bytes) triples
 LEDGERS_MAP_MAX_BATCH = 10000
 MAX_LOG_SIZE = (1 << 32) - 1  # offsets are 32 bits in a location
 MAX_BUFFERED_FACTOR = 8
+
+
+@dataclass
+class RotatedLog:
+    """A log rolled on the add path: ledgers map written, not yet fsynced, header not yet patched."""
+
+    fd: int
+    map_offset: int
+    ledgers: dict[LedgerId, int]
 
 
 def location(log_id: int, offset: int) -> int:
@@ -78,6 +94,10 @@ class EntryLogger:
         self.max_record = conf["nettyMaxFrameSizeBytes"]
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # buffer filled / written
+        # Held by whoever fsyncs or closes a log's write fd (checkpoint, removal, shutdown), so no fd is
+        # closed, and its number reused, under a fsync. Taken before ``_lock``, never inside it.
+        self._flush_lock = threading.Lock()
+        self._rotated: dict[int, RotatedLog] = {}
         self._writing = False
         self._stopping = False
         self._write_error: OSError | None = None
@@ -176,12 +196,15 @@ class EntryLogger:
     def remove_log(self, log_id: int) -> None:
         """Delete a finished log. A reader that looked up a location in it before finds it gone
         (``was_removed``) and looks the entry up again."""
-        with self._lock:
+        with self._flush_lock, self._lock:
             if log_id == self.log_id:
                 raise ValueError(f"entry log {log_id:x}.log is being written: it cannot be removed")
             fd = self._read_fds.pop(log_id, None)
             if fd is not None:
                 os.close(fd)
+            rotated = self._rotated.pop(log_id, None)
+            if rotated is not None:
+                os.close(rotated.fd)
             path = self._paths.pop(log_id, None)
             self._removed.add(log_id)
         if path is not None:
@@ -276,32 +299,55 @@ class EntryLogger:
         return b"".join(parts)
 
     def flush(self) -> None:
-        """Write out the buffer and fsync the current log (checkpoint, index eviction)."""
-        with self._lock:
-            self._write_buffer()
-            os.fsync(self.fd)
+        """Everything added so far on disk (checkpoint, index writes): rotated logs fsynced, their headers
+        pointed at their maps and fsynced, then the current log fsynced. Only the write of the buffer
+        holds the lock; adds go on during the fsyncs."""
+        with self._flush_lock:
+            with self._lock:
+                self._write_buffer()
+                rotated, fd = list(self._rotated.items()), self.fd
+            for log_id, log_ in rotated:
+                self._fsync(log_.fd)  # the entries and the ledgers map first ...
+                os.pwrite(log_.fd, _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, log_.map_offset, len(log_.ledgers)), 0)
+                self._fsync(log_.fd)  # ... then the header that points at the map
+                with self._lock:
+                    del self._rotated[log_id]
+                os.close(log_.fd)
+            if fd >= 0:  # rolled meanwhile or not, it stays open: only a holder of _flush_lock closes a log
+                self._fsync(fd)
+
+    def _fsync(self, fd: int) -> None:
+        """A checkpoint's fsync of a log (a method, so a test can hold it)."""
+        os.fsync(fd)
 
     def roll(self) -> None:
-        """Finish the current log (buffer, ledgers map, header, fsync) and start the next one."""
+        """Finish the current log (buffer, ledgers map) and start the next one; the checkpoint fsyncs it."""
         with self._lock:
-            self._finish_current()
+            map_offset = self._write_ledgers_map()
+            self._rotated[self.log_id] = RotatedLog(self.fd, map_offset, dict(self._ledgers_map))
             self._open_new_log(max(self.log_id, self._reserved_id) + 1)
             log.info("entry log rolled to %x.log", self.log_id)
 
-    def _finish_current(self) -> None:
+    def _write_ledgers_map(self) -> int:
+        """Write the buffer, then the ledgers map after it; returns the map's offset."""
         self._write_buffer()
         map_offset = self._flushed
-        count = len(self._ledgers_map)
         self._chunks.append(encode_ledgers_map(self._ledgers_map))
         self._chunk_starts.append(map_offset)
         self._write_buffer()
-        os.pwrite(self.fd, _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, map_offset, count), 0)
+        return map_offset
+
+    def _finish_current(self) -> None:
+        """Shutdown: the ledgers map, the header pointing at it, fsynced, closed."""
+        map_offset = self._write_ledgers_map()
+        os.pwrite(self.fd, _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, map_offset, len(self._ledgers_map)), 0)
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1
 
     def shutdown(self) -> None:
-        with self._lock:
+        self.flush()  # rotated logs finished first
+        with self._flush_lock, self._lock:
             if self.fd >= 0:
                 self._finish_current()
             self._stopping = True
@@ -355,6 +401,8 @@ class EntryLogger:
         with self._lock:
             if log_id == self.log_id:
                 return None
+            if log_id in self._rotated:  # its header points at the map once a checkpoint has fsynced it
+                return dict(self._rotated[log_id].ledgers)
             header = self._pread(log_id, _HEADER.size, 0)
             magic, _, map_offset, count = _HEADER.unpack(header)
             if magic != LOG_MAGIC or map_offset == 0:

@@ -52,15 +52,15 @@ def arm(mode: str, rng: random.Random) -> None:
                 die()  # fsynced (maybe acknowledged) but no checkpoint has covered it
         Journal._flush = flush_then_maybe_die
     elif mode == "mid-roll":
-        original_finish = EntryLogger._finish_current
+        original_map = EntryLogger._write_ledgers_map
 
-        def finish_and_die(self):
+        def map_and_die(self):
             self._write_buffer()
             self._chunks.append(b"\0" * 100)  # half a ledgers map, then the lights go out
             self._chunk_starts.append(self.position)
             self._write_buffer()
             die()
-        EntryLogger._finish_current = finish_and_die if rng.random() < 0.7 else original_finish
+        EntryLogger._write_ledgers_map = map_and_die if rng.random() < 0.7 else original_map
     elif mode == "mid-checkpoint":
         original_flush = LedgerCache.flush
         countdown = [rng.randint(1, 4)]

@@ -82,9 +82,10 @@ def write(bookie, ledger: LedgerId, count: int = 3, size: int = 1500) -> None:
 
 
 def finish_logs(bookie) -> None:
-    """Roll the current log, so every log written so far is finished (GC leaves the current one alone)."""
-    bookie.checkpoint()
+    """Roll the current log, so every log written so far is finished (GC leaves the current one alone),
+    then checkpoint: the rolled log is fsynced and its header points at its ledgers map."""
     bookie.storage.entry_logger.roll()
+    bookie.checkpoint()
 
 
 def logs_holding(bookie, ledger: LedgerId) -> set[int]:
