@@ -73,6 +73,9 @@ OPTIONS: dict[str, Option] = {
     "entryLogSizeLimit": _o("int", 1073741824, "roll an entry log at this size (BK: logSizeLimit)", 4096),
     "writeBufferSizeBytes": _o("int", 1048576, "entry log write buffer", 4096),
     "flushInterval": _o("int", 10000, "sync thread checkpoint interval, ms", 1),
+    "flushEntrylogBytes": _o("int", 8388608, "start writing an entry log to disk every this many bytes, so a "
+                             "checkpoint's fsync finds little left and the journal's fsyncs do not queue behind "
+                             "it (0 = at checkpoints and rolls only)", 0),
     "pageSize": _o("int", 8192, "index page size in bytes (1024 entries)", 64),
     "pageLimit": _o("int", -1, "index pages held in the ledger cache (-1 = 1/3 of 1 GiB of pages)"),
     "openFileLimit": _o("int", 20000, "index files kept open", 1),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
-from bookie.util.io import pwritev_all
+from bookie.util.io import pwritev_all, start_writeback
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,7 @@ class EntryLogger:
         self.ledger_dirs = ledger_dirs
         self.size_limit = min(conf["entryLogSizeLimit"], MAX_LOG_SIZE)
         self.buffer_size = conf["writeBufferSizeBytes"]
+        self.writeback_bytes = conf["flushEntrylogBytes"]
         self.max_record = conf["nettyMaxFrameSizeBytes"]
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # buffer filled / written
@@ -148,6 +149,7 @@ class EntryLogger:
         self.log_id = log_id
         self._paths[log_id] = path
         self._flushed = LOG_HEADER_SIZE  # bytes of the current log already written to the file
+        self._writeback_from = LOG_HEADER_SIZE  # written bytes from here on are not handed to writeback yet
         self._chunks, self._chunk_starts, self._buffered = [], [], 0
         self._ledgers_map = {}
         self._write_last_id(ledger_dir, log_id)
@@ -262,6 +264,8 @@ class EntryLogger:
             except OSError as exc:
                 error = exc
                 log.error("entry log write failed: %s", exc)
+            else:
+                self._start_writeback(fd, end)
             with self._lock:
                 self._writing = False
                 if error is None:
@@ -269,6 +273,18 @@ class EntryLogger:
                 else:
                     self._write_error = error
                 self._changed.notify_all()
+
+    def _start_writeback(self, fd: int, end: int) -> None:
+        """Every ``flushEntrylogBytes`` written, start their writeback (BookKeeper's regular entry-log
+        flushes): the disk takes the log as it comes instead of all at the checkpoint, when the journal's
+        fsyncs would queue behind it. Writer thread only, while ``_writing`` holds rolls off."""
+        if not self.writeback_bytes or end - self._writeback_from < self.writeback_bytes:
+            return
+        try:
+            start_writeback(fd, self._writeback_from, end - self._writeback_from)
+        except OSError as exc:  # the checkpoint's fsync writes them anyway
+            log.warning("entry log writeback not started: %s", exc)
+        self._writeback_from = end
 
     def _drop_written(self, count: int, end: int) -> None:
         self._buffered -= end - self._flushed

@@ -1,7 +1,10 @@
-"""File writes without joining buffers in Python."""
+"""File writes without joining buffers in Python, and writeback started ahead of a fsync."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import sys
 
 IOV_MAX = 1024
 
@@ -28,3 +31,32 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+SYNC_FILE_RANGE_WRITE = 2  # <fcntl.h>: start writeback of the range's dirty pages, do not wait
+
+
+def _sync_file_range():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+
+
+def start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Have the kernel start writing ``[offset, offset + nbytes)`` to disk now, without waiting (Linux's
+    sync_file_range); elsewhere, fdatasync the file. Durability still comes from the fsync after it:
+    this only spreads the writes, so that fsync does not find gigabytes to write at once."""
+    if _SYNC_FILE_RANGE is None:
+        os.fdatasync(fd)
+    elif _SYNC_FILE_RANGE(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"sync_file_range: {os.strerror(err)}")

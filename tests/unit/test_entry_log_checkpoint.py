@@ -1,11 +1,17 @@
-"""A roll and a checkpoint keep the entry log's fsyncs off the add path (BookKeeper's rotated logs)."""
+"""A roll and a checkpoint keep the entry log's fsyncs off the add path (BookKeeper's rotated logs), and
+the writer hands the log to the disk as it goes (flushEntrylogBytes)."""
 from __future__ import annotations
 
 import os
 import threading
+import time
+
+import pytest
 
 from bookie.ledger_id import LedgerId
-from bookie.server.entry_logger import _HEADER
+from bookie.server import entry_logger
+from bookie.server.entry_logger import _HEADER, LOG_HEADER_SIZE
+from bookie.util.io import start_writeback
 from tests.helpers.engine_entries import write
 
 DEADLINE = 60
@@ -82,3 +88,55 @@ def test_adds_go_on_while_a_checkpoint_fsyncs_the_entry_log(make_bookie, monkeyp
     assert not held_too_long.is_set(), "adds waited for the checkpoint's entry-log fsync"
     assert not checkpoint.is_alive()
     assert all(bookie.read_entry(ledger, e).endswith(p) for e, p in enumerate(payloads))
+
+
+def _writebacks(monkeypatch) -> list[tuple[int, int]]:
+    calls: list[tuple[int, int]] = []
+    real = entry_logger.start_writeback
+    monkeypatch.setattr(entry_logger, "start_writeback", lambda fd, offset, n: calls.append((offset, n)) or real(fd, offset, n))
+    return calls
+
+
+def _written_through(logger, end: int) -> None:
+    """Wait until the writer thread has written the current log up to ``end``."""
+    deadline = time.monotonic() + DEADLINE
+    while logger._flushed < end:
+        assert time.monotonic() < deadline, "the entry log writer never wrote the buffer"
+        time.sleep(0.01)
+
+
+def test_the_writer_starts_writeback_every_flush_entrylog_bytes(make_bookie, monkeypatch):
+    calls = _writebacks(monkeypatch)
+    bookie = make_bookie(writeBufferSizeBytes=16 * 1024, flushEntrylogBytes=64 * 1024)
+    logger = bookie.storage.entry_logger
+    for first in range(0, 400, 20):
+        write(bookie, LedgerId(0, 1), first, 20, size=1000)  # 400 entries: ~400 KiB
+    _written_through(logger, logger.position - 16 * 1024)
+    assert len(calls) >= 4
+    # Back to back from the log's header on, each range at least flushEntrylogBytes long.
+    assert calls[0][0] == LOG_HEADER_SIZE
+    assert all(a + n == b for (a, n), (b, _) in zip(calls, calls[1:]))
+    assert all(n >= 64 * 1024 for _, n in calls)
+
+
+def test_no_writeback_is_started_when_flush_entrylog_bytes_is_zero(make_bookie, monkeypatch):
+    calls = _writebacks(monkeypatch)
+    bookie = make_bookie(writeBufferSizeBytes=16 * 1024, flushEntrylogBytes=0)
+    logger = bookie.storage.entry_logger
+    for first in range(0, 400, 20):
+        write(bookie, LedgerId(0, 1), first, 20, size=1000)
+    _written_through(logger, logger.position - 16 * 1024)
+    assert calls == []
+
+
+def test_start_writeback_on_a_file_and_on_a_bad_fd(tmp_path):
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, b"x" * 65536)
+        start_writeback(fd, 0, 65536)  # returns at once; the data stays readable
+        assert os.pread(fd, 4, 100) == b"xxxx"
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError):
+        start_writeback(fd, 0, 65536)  # closed: EBADF, not silence
