@@ -140,3 +140,33 @@ def test_start_writeback_on_a_file_and_on_a_bad_fd(tmp_path):
         os.close(fd)
     with pytest.raises(OSError):
         start_writeback(fd, 0, 65536)  # closed: EBADF, not silence
+
+
+def test_removing_a_finished_log_does_not_wait_for_a_checkpoint_fsync(make_bookie, monkeypatch):
+    bookie = make_bookie()
+    logger = bookie.storage.entry_logger
+    write(bookie, LedgerId(0, 1), 0, 5)
+    finished = logger.log_id
+    logger.roll()
+    bookie.checkpoint()  # the rolled log is finished: fsynced, header patched, write fd closed
+    write(bookie, LedgerId(0, 2), 0, 5)
+    in_fsync, release, held_too_long = threading.Event(), threading.Event(), threading.Event()
+    real_fsync = logger._fsync
+
+    def held_fsync(fd: int) -> None:
+        in_fsync.set()
+        if not release.wait(DEADLINE):
+            held_too_long.set()
+        real_fsync(fd)
+    monkeypatch.setattr(logger, "_fsync", held_fsync)
+    checkpoint = threading.Thread(target=bookie.checkpoint)
+    checkpoint.start()
+    try:
+        assert in_fsync.wait(DEADLINE)
+        with bookie.storage.lock:  # as compaction removes a log with nothing live in it
+            logger.remove_log(finished)
+    finally:
+        release.set()
+        checkpoint.join(DEADLINE)
+    assert not held_too_long.is_set(), "removing a finished log waited for the checkpoint's fsync"
+    assert logger.path_of(finished) is None
