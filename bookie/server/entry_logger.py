@@ -200,9 +200,9 @@ class EntryLogger:
         """Delete a finished log. A reader that looked up a location in it before finds it gone
         (``was_removed``) and looks the entry up again."""
         with self._lock:
-            rotated = log_id in self._rotated  # no other log becomes rotated: only the current one rolls
+            was_rotated = log_id in self._rotated  # no other log becomes rotated: only the current one rolls
         # Only a rotated log's write fd needs the flush lock: other removals never wait for a checkpoint's fsync.
-        with self._flush_lock if rotated else contextlib.nullcontext(), self._lock:
+        with self._flush_lock if was_rotated else contextlib.nullcontext(), self._lock:
             if log_id == self.log_id:
                 raise ValueError(f"entry log {log_id:x}.log is being written: it cannot be removed")
             fd = self._read_fds.pop(log_id, None)
