@@ -24,6 +24,10 @@ from bookie.util.processes import free_port, stop_process, tail
 LOCAL_BOOKIE_SETTINGS = {"zkTimeout": 4000, "journalFlushWhenQueueEmpty": True, "diskCheckInterval": 5000}
 
 
+PORT_ATTEMPTS = 3  # a new bookie whose port was taken before it bound it gets new ports, this many times
+ADDRESS_IN_USE = "address already in use"
+
+
 @dataclass
 class LocalBookie:
     """One bookie process: BookKeeper's native protocol on ``port`` (bookiePort, its bookie id), gRPC
@@ -96,7 +100,7 @@ class LocalBookKeeper:
             for bookie in self.bookies:
                 self.start_bookie(bookie.index, wait=False)
             for bookie in self.bookies:
-                self.wait_registered(bookie.index, timeout)
+                self._wait_first_start(bookie.index, timeout)
         except BaseException:
             self.stop()
             raise
@@ -105,8 +109,25 @@ class LocalBookKeeper:
     def add_bookie(self, **settings) -> LocalBookie:
         bookie = self._new_bookie(len(self.bookies))
         self.bookies.append(bookie)
-        self.start_bookie(bookie.index, **settings)
-        return bookie
+        self.start_bookie(bookie.index, wait=False, **settings)
+        self._wait_first_start(bookie.index)
+        return self.bookies[bookie.index]
+
+    def _wait_first_start(self, index: int, timeout: float = 60.0) -> None:
+        """Wait for a new bookie to register. Its ports were free when picked, but another process can take
+        one before the bookie binds it (an outgoing connection's ephemeral port): a new bookie, which holds
+        nothing yet, then starts afresh on new ports (a restart keeps its ports: they are its id)."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                self.wait_registered(index, timeout)
+                return
+            except ProcessStartException as exc:
+                if ADDRESS_IN_USE not in str(exc) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+            taken = self.bookies[index]
+            shutil.rmtree(taken.directory, ignore_errors=True)
+            self.bookies[index] = self._new_bookie(index)
+            self.start_bookie(index, wait=False, **taken.settings)
 
     def start_bookie(self, index: int, wait: bool = True, env: dict | None = None, **settings) -> LocalBookie:
         """(Re)start bookie ``index`` with its own directories and ports; extra settings go in its conf,
