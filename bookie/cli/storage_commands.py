@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import os
 
+from bookie.exceptions import EntryLogCorruptedException
 from bookie.proto import entry_format
 from bookie.server import journal_scanner
-from bookie.server.entry_logger import EntryLogCorruptedException, log_path, scan_entry_log
+from bookie.server.entry_log_format import log_path, scan_entry_log
 from bookie.server.last_log_mark import read_last_mark
 
 

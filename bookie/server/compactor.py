@@ -42,9 +42,9 @@ from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.server.compaction_throttler import Throttler
+from bookie.server.entry_log_format import (LOG_HEADER_SIZE, encode_ledgers_map, encode_log_header, log_path,
+                                            scan_entry_log)
 from bookie.server.entry_log_metadata import EntryLogMetadata
-from bookie.server.entry_logger import (LOG_HEADER_SIZE, encode_ledgers_map, encode_log_header, log_path,
-                                        scan_entry_log)
 from bookie.server.ledger_storage import InterleavedLedgerStorage, gather_be
 from bookie.util.io import fsync_dir, pwritev_all
 

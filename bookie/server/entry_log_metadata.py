@@ -17,7 +17,7 @@ import numpy as np
 from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
-from bookie.server.entry_logger import _HEADER, LOG_HEADER_SIZE, LOG_MAGIC, decode_ledgers_map
+from bookie.server.entry_log_format import LOG_HEADER, LOG_HEADER_SIZE, LOG_MAGIC, decode_ledgers_map
 
 
 @dataclass
@@ -70,7 +70,7 @@ def extract_entry_log_metadata(log_id: int, path: str, max_record: int) -> Entry
         header = f.read(LOG_HEADER_SIZE)
         if len(header) < LOG_HEADER_SIZE or header[:4] != LOG_MAGIC:
             raise EntryLogCorruptedException(f"{path}: bad header (no BKLO entry log header in {len(header)} bytes)")
-        _, _, map_offset, count = _HEADER.unpack_from(header, 0)
+        _, _, map_offset, count = LOG_HEADER.unpack_from(header, 0)
         if map_offset == 0:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 return _scan(log_id, path, data, max_record)

@@ -1,8 +1,6 @@
 """Entry logs: the entries of all ledgers, interleaved, in the order they arrive (DefaultEntryLogger).
 
-``<ledgerDir>/current/<hex logId>.log``: a 1024-byte header (``BKLO | int ver=1 | long ledgersMapOffset |
-int ledgersCount``), then records ``int32 size | entry``. An entry's *location* is
-``logId << 32 | offset`` (the offset just after its size int), which is what the index stores.
+The files and an entry's *location* (what the index stores) are in bookie.server.entry_log_format.
 
 Writes go to a buffer, written out when it fills (``writeBufferSizeBytes``) and fsynced by a
 checkpoint. The buffer holds the batches themselves (immutable bytes, as they came off the wire); a
@@ -24,27 +22,18 @@ import contextlib
 import logging
 import os
 import shutil
-import struct
 import threading
 from dataclasses import dataclass
 
 from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
+from bookie.server.entry_log_format import (LOG_HEADER, LOG_HEADER_SIZE, LOG_MAGIC, MAX_LOG_SIZE, decode_ledgers_map,
+                                            encode_ledgers_map, encode_log_header, location, log_id_in, log_path)
 from bookie.util.io import pwritev_all, start_writeback
 
 log = logging.getLogger(__name__)
 
-LOG_MAGIC = b"BKLO"
-LOG_HEADER_SIZE = 1024
-LOG_HEADER_VERSION = 1
-_HEADER = struct.Struct(">4siqi")
-# Ledgers map records are framed like entries, with ledger id -1 and a marker entry id.
-INVALID_LEDGER_ID = -1
-LEDGERS_MAP_ENTRY_ID = -2
-LEDGERS_MAP_SCOPED_ENTRY_ID = -3  # our addition: (scope, ledger, bytes) triples for 128-bit ids
-LEDGERS_MAP_MAX_BATCH = 10000
-MAX_LOG_SIZE = (1 << 32) - 1  # offsets are 32 bits in a location
 MAX_BUFFERED_FACTOR = 8
 
 
@@ -57,32 +46,9 @@ class RotatedLog:
     ledgers: dict[LedgerId, int]
 
 
-def location(log_id: int, offset: int) -> int:
-    return (log_id << 32) | offset
-
-
 def _immutable(blob) -> bool:
     """Whether ``blob``'s bytes can never change: bytes, or a view into bytes (an add's received message)."""
     return isinstance(blob, bytes) or (isinstance(blob, memoryview) and isinstance(blob.obj, bytes))
-
-
-def log_path(ledger_dir: str, log_id: int) -> str:
-    return os.path.join(ledger_dir, "current", f"{log_id:x}.log")
-
-
-def encode_log_header(map_offset: int = 0, ledgers_count: int = 0) -> bytes:
-    """The 1024-byte header of an entry log (map offset 0: not finished yet)."""
-    return _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, map_offset, ledgers_count).ljust(LOG_HEADER_SIZE, b"\0")
-
-
-def _log_id_in(name: str) -> int | None:
-    """The log id a file of ``current/`` holds: ``<id>.log``, or a compaction's ``<id>.log.compacting``
-    and ``<id>.log.<old id>.compacted`` (their ids are taken too, so the writer never reuses them)."""
-    head, dot, _ = name.partition(".log")
-    try:
-        return int(head, 16) if dot else None
-    except ValueError:
-        return None
 
 
 class EntryLogger:
@@ -129,7 +95,7 @@ class EntryLogger:
     def _last_id(self) -> int:
         last = max(self._paths, default=-1)
         for ledger_dir in self.ledger_dirs:
-            ids = (_log_id_in(name) for name in os.listdir(os.path.join(ledger_dir, "current")))
+            ids = (log_id_in(name) for name in os.listdir(os.path.join(ledger_dir, "current")))
             last = max([last, *(i for i in ids if i is not None)])
             try:
                 with open(os.path.join(ledger_dir, "current", "lastId")) as f:
@@ -328,7 +294,7 @@ class EntryLogger:
                 rotated, fd = list(self._rotated.items()), self.fd
             for log_id, log_ in rotated:
                 self._fsync(log_.fd)  # the entries and the ledgers map first ...
-                os.pwrite(log_.fd, _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, log_.map_offset, len(log_.ledgers)), 0)
+                os.pwrite(log_.fd, encode_log_header(log_.map_offset, len(log_.ledgers)), 0)
                 self._fsync(log_.fd)  # ... then the header that points at the map
                 with self._lock:
                     del self._rotated[log_id]
@@ -360,7 +326,7 @@ class EntryLogger:
     def _finish_current(self) -> None:
         """Shutdown: the ledgers map, the header pointing at it, fsynced, closed."""
         map_offset = self._write_ledgers_map()
-        os.pwrite(self.fd, _HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, map_offset, len(self._ledgers_map)), 0)
+        os.pwrite(self.fd, encode_log_header(map_offset, len(self._ledgers_map)), 0)
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = -1
@@ -423,61 +389,9 @@ class EntryLogger:
                 return None
             if log_id in self._rotated:  # its header points at the map once a checkpoint has fsynced it
                 return dict(self._rotated[log_id].ledgers)
-            header = self._pread(log_id, _HEADER.size, 0)
-            magic, _, map_offset, count = _HEADER.unpack(header)
+            header = self._pread(log_id, LOG_HEADER.size, 0)
+            magic, _, map_offset, count = LOG_HEADER.unpack(header)
             if magic != LOG_MAGIC or map_offset == 0:
                 return None
             end = os.fstat(self._read_fds[log_id]).st_size
             return decode_ledgers_map(self._pread(log_id, end - map_offset, map_offset), count)
-
-
-def encode_ledgers_map(ledgers: dict[LedgerId, int]) -> bytes:
-    plain = [(lid.ledger_id, size) for lid, size in ledgers.items() if lid.scope_id == 0]
-    scoped = [(lid.scope_id, lid.ledger_id, size) for lid, size in ledgers.items() if lid.scope_id != 0]
-    parts = []
-    for rows, marker, fmt in ((plain, LEDGERS_MAP_ENTRY_ID, ">qq"), (scoped, LEDGERS_MAP_SCOPED_ENTRY_ID, ">qqq")):
-        for i in range(0, len(rows), LEDGERS_MAP_MAX_BATCH):
-            batch = rows[i: i + LEDGERS_MAP_MAX_BATCH]
-            body = struct.pack(">qqi", INVALID_LEDGER_ID, marker, len(batch)) + b"".join(struct.pack(fmt, *r) for r in batch)
-            parts += (entry_format.FRAME.pack(len(body)), body)
-    return b"".join(parts)
-
-
-def decode_ledgers_map(data: bytes, count: int) -> dict[LedgerId, int]:
-    result: dict[LedgerId, int] = {}
-    for record in entry_format.iter_frames(data):
-        lid, marker, n = struct.unpack_from(">qqi", record)
-        if lid != INVALID_LEDGER_ID or marker not in (LEDGERS_MAP_ENTRY_ID, LEDGERS_MAP_SCOPED_ENTRY_ID):
-            raise EntryLogCorruptedException("ledgers map record has a bad marker")
-        if marker == LEDGERS_MAP_ENTRY_ID:
-            for ledger_id, size in struct.iter_unpack(">qq", record[20: 20 + 16 * n]):
-                result[LedgerId(0, ledger_id)] = size
-        else:
-            for scope, ledger_id, size in struct.iter_unpack(">qqq", record[20: 20 + 24 * n]):
-                result[LedgerId(scope, ledger_id)] = size
-    if len(result) != count:
-        raise EntryLogCorruptedException(f"ledgers map lists {len(result)} ledgers, header says {count}")
-    return result
-
-
-def scan_entry_log(path: str):
-    """Yield ``(offset, entry)`` for every record of an entry log file, stopping at its ledgers map.
-
-    For ``bk shell readlog`` and for GC of logs that were never finished (no ledgers map).
-    """
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:4] != LOG_MAGIC:
-        raise EntryLogCorruptedException(f"{path}: no BKLO entry log header")
-    _, _, map_offset, _ = _HEADER.unpack_from(data, 0)
-    end = map_offset or len(data)
-    pos = LOG_HEADER_SIZE
-    while pos + entry_format.FRAME_LEN <= end:
-        (size,) = entry_format.FRAME.unpack_from(data, pos)
-        if size <= 0 or pos + entry_format.FRAME_LEN + size > end:
-            return  # zeros or a record cut short: the end of what was written
-        entry = data[pos + entry_format.FRAME_LEN: pos + entry_format.FRAME_LEN + size]
-        if entry_format.peek_meta(entry, 0)[0].scope_id == 0 and entry[:8] == b"\xff" * 8:
-            return  # a ledgers map written by a roll that did not patch the header
-        yield pos + entry_format.FRAME_LEN, entry
-        pos += entry_format.FRAME_LEN + size

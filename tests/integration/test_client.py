@@ -15,7 +15,7 @@ from bookie.exceptions import (BKDuplicateEntryIdException, BKException, BKIncor
                                BKNotEnoughBookiesException, BKReadException, BKUnauthorizedAccessException)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
-from bookie.server.entry_logger import log_path
+from bookie.server.entry_log_format import log_path
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from tests.helpers.disk_faults import flip_byte
 

@@ -19,7 +19,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import entry_format, status
 from bookie.server.compactor import COMPACTED_SUFFIX, COMPACTING_SUFFIX, HOLD_FILE_ENV, STEPS, STOP_AT_ENV
-from bookie.server.entry_logger import scan_entry_log
+from bookie.server.entry_log_format import scan_entry_log
 from tests.helpers.waiting import DEADLINE, wait_for
 
 SETTINGS = {"entryLogSizeLimit": 256 << 10, "gcWaitTime": 3_600_000, "majorCompactionThreshold": 0.8,

@@ -15,7 +15,7 @@ from bookie.client import BookKeeper
 from bookie.meta import layout
 from bookie.proto import status
 from bookie.server.entry_log_metadata import extract_entry_log_metadata
-from bookie.server.entry_logger import LOG_HEADER_SIZE, encode_log_header
+from bookie.server.entry_log_format import LOG_HEADER_SIZE, encode_log_header
 from tests.helpers.gc import NO_TIMED_PASS, forced_pass
 from tests.helpers.waiting import DEADLINE, wait_for
 

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from bookie.client import BookKeeper
 from bookie.meta.ledger_metadata import LedgerState
-from bookie.server.entry_logger import log_path
+from bookie.server.entry_log_format import log_path
 from tests.helpers.disk_faults import flip_byte
 from tests.helpers.spark_io import payloads, source, write
 

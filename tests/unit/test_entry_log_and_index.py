@@ -11,7 +11,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
-from bookie.server.entry_logger import LOG_HEADER_SIZE, log_path
+from bookie.server.entry_log_format import LOG_HEADER_SIZE, log_path
 from bookie.server.index import index_path
 from tests.helpers.disk_faults import flip_byte
 from tests.helpers.engine_entries import PASSWORD, write

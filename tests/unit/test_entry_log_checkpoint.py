@@ -10,7 +10,7 @@ import pytest
 
 from bookie.ledger_id import LedgerId
 from bookie.server import entry_logger
-from bookie.server.entry_logger import _HEADER, LOG_HEADER_SIZE
+from bookie.server.entry_log_format import LOG_HEADER, LOG_HEADER_SIZE
 from bookie.util.io import start_writeback
 from tests.helpers.engine_entries import write
 
@@ -19,7 +19,7 @@ DEADLINE = 60
 
 def _header_map_offset(path: str) -> int:
     with open(path, "rb") as f:
-        return _HEADER.unpack(f.read(_HEADER.size))[2]
+        return LOG_HEADER.unpack(f.read(LOG_HEADER.size))[2]
 
 
 def test_a_roll_leaves_the_fsync_and_the_header_to_the_checkpoint(make_bookie, monkeypatch):

@@ -15,7 +15,7 @@ from bookie.meta.ledger_metadata import LedgerState
 from bookie.meta.metadata_store import LedgerRange, Versioned
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server.entry_log_metadata import extract_entry_log_metadata
-from bookie.server.entry_logger import LOG_HEADER_SIZE, encode_log_header
+from bookie.server.entry_log_format import LOG_HEADER_SIZE, encode_log_header
 from bookie.server.garbage_collector import GarbageCollectorThread
 from bookie.server.ledger_dirs_monitor import disk_usage
 from tests.helpers.sample_metadata import metadata
