@@ -8,8 +8,15 @@ CPU (bench/client.py). Paused while one message's entries are built, the collect
 per message instead. Reference counting frees memory as usual meanwhile; only the search for
 reference cycles waits, for the millisecond a message takes.
 
+Each pause ends with a collection of the young generation, in the pausing thread: the objects it
+built are checked while they are still in the CPU's caches. Left to the collector, the first
+allocation after the last of several threads' overlapping pauses collects them all together, by then
+cold: the same traversal took about twice as long (0.16-0.27 s against 0.07-0.09 s per 400,000
+entries read, bench/client.py's read).
+
 Process-wide, like the collector itself: pauses from several threads nest, and the collector is
-enabled again when the last one ends, only if it was enabled when the first began.
+enabled again when the last one ends, only if it was enabled when the first began (and a collector
+disabled then is not run at the end either).
 """
 from __future__ import annotations
 
@@ -25,13 +32,15 @@ _resume = False  # whether the collector was enabled when the outermost pause be
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block (from any thread), resumed after it as it was."""
+    """No cyclic garbage collection inside the block (from any thread), resumed after it as it was,
+    then the young generation collected (if the collector was enabled)."""
     global _depth, _resume
     with _lock:
         if _depth == 0:
             _resume = gc.isenabled()
             gc.disable()
         _depth += 1
+        enabled = _resume
     try:
         yield
     finally:
@@ -39,3 +48,5 @@ def gc_paused() -> Iterator[None]:
             _depth -= 1
             if _depth == 0 and _resume:
                 gc.enable()
+        if enabled:
+            gc.collect(0)

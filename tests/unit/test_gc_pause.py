@@ -46,11 +46,52 @@ def test_pauses_nest_across_threads_and_resume_the_collector_after_the_last(coll
     assert seen == [False, True] and gc.isenabled()
 
 
-def test_a_collector_disabled_before_stays_disabled(collector):
+@pytest.fixture
+def collections():
+    """(generation, thread id) of each collection that starts while the test runs."""
+    seen = []
+
+    def record(phase, info):
+        if phase == "start":
+            seen.append((info["generation"], threading.get_ident()))
+
+    gc.callbacks.append(record)
+    yield seen
+    gc.callbacks.remove(record)
+
+
+def test_a_collector_disabled_before_stays_disabled(collector, collections):
     gc.disable()
     with gc_paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
+    assert collections == []  # nor is it run at the end
+
+
+def test_each_pause_ends_with_a_young_collection_in_its_own_thread(collector, collections):
+    """While another thread's pause still holds the collector off, a pause that ends collects the young
+    generation itself: what it built is checked while still in the CPU's caches."""
+    other_entered, other_may_end = threading.Event(), threading.Event()
+
+    def other_thread():
+        with gc_paused():
+            other_entered.set()
+            other_may_end.wait(60)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    try:
+        assert other_entered.wait(60)
+        with gc_paused():
+            built = [(i, str(i)) for i in range(5_000)]  # tracked tuples: 7 automatic collections unpaused
+            assert collections == []
+        assert not gc.isenabled()  # the other pause still runs
+        assert collections == [(0, threading.get_ident())]
+    finally:
+        other_may_end.set()
+        t.join(60)
+    assert (0, t.ident) in collections[1:] and gc.isenabled()
+    assert len(built) == 5_000
 
 
 def test_an_exception_inside_still_resumes_the_collector(collector):
