@@ -4,7 +4,7 @@ next to a bare kazoo listing of the same ledger ranges in the same run.
 A real ZooKeeper and bookie processes (hierarchical layout, BookKeeper's default). The ledgers are
 written by the BookKeeper client (E=WQ=AQ=2 on two bookies, so both hold every ledger; a few small
 entries each, one batched append, several writer threads); then half are deleted. One bookie runs with
-``verifyMetadataOnGc=false`` (the default), the other with ``true``. A pass is forced on each over the
+``verifyMetadataOnGC=false`` (the default), the other with ``true``. A pass is forced on each over the
 GarbageCollection request and waited for; its time is the bookie's own ``lastPassDurationMs``. The
 baseline is a bare kazoo client walking the same tree (``get_children`` of the root, of every inner
 node and of every leaf range), as the ScanAndCompareGarbageCollector must at least do.
@@ -12,7 +12,7 @@ node and of every leaf range), as the ScanAndCompareGarbageCollector must at lea
 ZooKeeper reads are counted by the server: the ``Received`` counter of ``srvr`` before and after each
 pass (nothing else talks to ZooKeeper meanwhile but the session pings of the bookies, at most one per
 session per 10 s with ``zkTimeout`` 30 s). The issue's claim: the pass costs O(ranges) reads, not one
-per ledger; with ``verifyMetadataOnGc=true`` it costs one more read per deleted ledger.
+per ledger; with ``verifyMetadataOnGC=true`` it costs one more read per deleted ledger.
 
     python bench/gc.py [--ledgers 10000] [--threads 16]
 """
@@ -111,7 +111,7 @@ def main() -> None:
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)  # "connection dropped" as clients close
     base = tempfile.mkdtemp(prefix="bk-bench-gc-", dir=os.environ.get("BENCH_DIR"))
     cluster = LocalBookKeeper(2, base_dir=base, bookie_settings=SETTINGS)
-    cluster.bookies[1].settings["verifyMetadataOnGc"] = True
+    cluster.bookies[1].settings["verifyMetadataOnGC"] = True
     try:
         cluster.start()
         zk_port = cluster.zookeeper.port
@@ -144,10 +144,10 @@ def main() -> None:
         for bookie, verify in zip(cluster.bookies, (False, True)):
             state, requests = passes[bookie.bookie_id]
             ms = state.lastPassDurationMs
-            print(f"GC pass, verifyMetadataOnGc={str(verify).lower():5}: {ms:8.1f} ms, {requests} ZooKeeper requests"
+            print(f"GC pass, verifyMetadataOnGC={str(verify).lower():5}: {ms:8.1f} ms, {requests} ZooKeeper requests"
                   f" ({state.ledgersDeleted:,} ledgers deleted); ratio pass/listing {ms / (listing * 1000):.1f}")
         print("  (ZooKeeper requests include session pings. The pass's own time is mostly local: an index file\n"
-              "   unlinked and its directory fsynced per deleted ledger. verifyMetadataOnGc=true adds one read per\n"
+              "   unlinked and its directory fsynced per deleted ledger. verifyMetadataOnGC=true adds one read per\n"
               "   deleted ledger, at most gcMetadataOpRateLimit (1000) per second.)")
     finally:
         cluster.stop()

@@ -63,7 +63,7 @@ OPTIONS: dict[str, Option] = {
     "journalFlushWhenQueueEmpty": _o("bool", False, "flush as soon as the journal queue is empty"),
     "journalSyncData": _o("bool", True, "fsync each journal flush before acknowledging"),
     "journalQueueSize": _o("int", 10000, "journal queue capacity, in requests", 1),
-    "journalRemovePagesFromCache": _o("bool", True, "drop journal pages from the page cache once fsynced "
+    "journalRemoveFromPageCache": _o("bool", True, "drop journal pages from the page cache once fsynced "
                                       "(replay is the only reader)"),
     "skipReplayJournalInvalidRecord": _o("bool", False, "replay the verified journal groups after a corrupt one "
                                          "instead of refusing to start (the corrupt group's entries are lost here)"),
@@ -95,7 +95,7 @@ OPTIONS: dict[str, Option] = {
     "minorCompactionInterval": _o("int", 3600, "minor compaction interval, s"),
     "majorCompactionThreshold": _o("float", 0.8, "major compaction usage threshold"),
     "majorCompactionInterval": _o("int", 86400, "major compaction interval, s"),
-    "verifyMetadataOnGc": _o("bool", False, "re-read a ledger's metadata before GC deletes it; delete only on "
+    "verifyMetadataOnGC": _o("bool", False, "re-read a ledger's metadata before GC deletes it; delete only on "
                              "'no such ledger'"),
     "gcOverreplicatedLedgerWaitTime": _o("int", 86400000, "interval of the over-replicated ledger check, ms "
                                          "(CLOSED ledgers whose ensembles never include this bookie); 0 turns the check off", 0),
@@ -123,7 +123,9 @@ OPTIONS: dict[str, Option] = {
                                        "with the striping; what it finds is marked (0: off)", 0),
 }
 
-ALIASES = {"logSizeLimit": "entryLogSizeLimit"}
+# Other spellings of a key: BookKeeper's own key where ours differs (ServerConfiguration's ENTRY_LOG_SIZE_LIMIT),
+# and the spelling of its setter.
+ALIASES = {"logSizeLimit": "entryLogSizeLimit", "verifyMetadataOnGc": "verifyMetadataOnGC"}
 
 
 class ServerConfiguration(Mapping[str, Any]):

@@ -10,7 +10,7 @@ group (bounded by ``journalMaxGroupWaitMSec``, ``journalBufferedWritesThreshold`
 ``fdatasync``s everything written so far with ONE call (groups written meanwhile share it:
 ``journalAdaptiveGroupWrites``), advances the LastLogMark and only then runs the callbacks. So the
 next group is written while the previous one is being synced. Synced pages are then dropped from the
-page cache, once the callbacks have run (``journalRemovePagesFromCache``, as BookKeeper's JournalChannel): only replay reads them,
+page cache, once the callbacks have run (``journalRemoveFromPageCache``, as BookKeeper's JournalChannel): only replay reads them,
 and new writes reuse those pages instead of growing the cache (on this project's VMs every page the
 cache has not held before costs several times its copy).
 
@@ -156,7 +156,7 @@ class Journal:
         self.entries_threshold = conf["journalBufferedEntriesThreshold"]
         self.flush_when_queue_empty = conf["journalFlushWhenQueueEmpty"]
         self.sync_data = conf["journalSyncData"]
-        self.remove_pages_from_cache = conf["journalRemovePagesFromCache"]
+        self.remove_pages_from_cache = conf["journalRemoveFromPageCache"]
         self._queue: queue.Queue[_Request | None] = queue.Queue(conf["journalQueueSize"])
         self._channel: JournalChannel | None = None
         self._thread: threading.Thread | None = None

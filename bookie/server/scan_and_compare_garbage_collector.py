@@ -11,7 +11,7 @@
    past the last range, every stored ledger of the scope is compared too (BookKeeper does the same).
    Any error (ConnectionLoss, timeout, a failed listing) aborts the whole comparison: nothing is
    deleted on a partial listing.
-4. ``verifyMetadataOnGc``: each candidate is read again and deleted only on "no such ledger".
+4. ``verifyMetadataOnGC``: each candidate is read again and deleted only on "no such ledger".
 5. Every ``gcOverreplicatedLedgerWaitTime`` (0: never): a CLOSED ledger whose ensembles never include this bookie
    (AutoRecovery copied it elsewhere) is deleted, unless it is marked under-replicated or a
    replication worker holds its lock. (BookKeeper takes that lock itself; AutoRecovery is not built
@@ -66,7 +66,7 @@ class ScanAndCompareGarbageCollector:
         self.store = store
         self.local_ledgers = local_ledgers
         self.bookie_id = bookie_id
-        self.verify_metadata = conf["verifyMetadataOnGc"]
+        self.verify_metadata = conf["verifyMetadataOnGC"]
         self.overreplicated_interval = conf["gcOverreplicatedLedgerWaitTime"] / 1000.0
         self.limiter = RateLimiter(conf["gcMetadataOpRateLimit"], stop)
         self.after_snapshot = after_snapshot  # tests hold the scan here (a callable: no setting trips it)
@@ -118,13 +118,13 @@ class ScanAndCompareGarbageCollector:
         return gone, kept, ranges
 
     def _confirmed_gone(self, ledger: LedgerId) -> bool:
-        """verifyMetadataOnGc: only "no such ledger" confirms; any other error raises (the pass aborts)."""
+        """verifyMetadataOnGC: only "no such ledger" confirms; any other error raises (the pass aborts)."""
         self.limiter.acquire()
         try:
             self.store.read_ledger(ledger)
         except BKNoSuchLedgerExistsOnMetadataServerException:
             return True
-        log.info("GC: ledger %s is in the metadata after all (verifyMetadataOnGc): kept", ledger)
+        log.info("GC: ledger %s is in the metadata after all (verifyMetadataOnGC): kept", ledger)
         return False
 
     def _overreplicated(self, present: list[LedgerId]) -> list[LedgerId]:

@@ -127,7 +127,7 @@ def orphan_candidates(bookie_ledgers: DataFrame, known: DataFrame | None) -> Dat
 
 def confirm_orphans(spark, candidates: DataFrame, uri: str) -> DataFrame:
     """Drop ``no_metadata`` candidates whose metadata exists after all: a ledger created after the driver listed
-    the metadata reaches the bookies before this audit asks them (as BookKeeper's verifyMetadataOnGc reads each
+    the metadata reaches the bookies before this audit asks them (as BookKeeper's verifyMetadataOnGC reads each
     GC candidate again)."""
     from bookie.exceptions import BKNoSuchLedgerExistsOnMetadataServerException
     from bookie.ledger_id import LedgerId

@@ -132,7 +132,7 @@ def test_layouts_with_empty_and_removed_ranges_delete_only_the_deleted(gc_engine
 
 @pytest.mark.parametrize("verify", [False, True])
 def test_a_ledger_created_during_the_scan_is_kept(gc_engine, verify):
-    bookie, store, gc = gc_engine(verifyMetadataOnGc=verify)
+    bookie, store, gc = gc_engine(verifyMetadataOnGC=verify)
     old, gone = LedgerId(0, 10), LedgerId(0, 11)
     for ledger in (old, gone):
         create(store, bookie, ledger)

@@ -1,4 +1,4 @@
-"""journalRemovePagesFromCache: once a group is fsynced its whole pages leave the page cache (replay is
+"""journalRemoveFromPageCache: once a group is fsynced its whole pages leave the page cache (replay is
 their only reader), and the page the next group continues stays. Residency is read with mincore(2)."""
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def add_groups(bookie, groups: int) -> None:
 
 @pytest.mark.parametrize("remove", [True, False])
 def test_fsynced_journal_pages_leave_the_page_cache(make_bookie, remove):
-    bookie = make_bookie(journalRemovePagesFromCache=remove, journalFlushWhenQueueEmpty=True)
+    bookie = make_bookie(journalRemoveFromPageCache=remove, journalFlushWhenQueueEmpty=True)
     add_groups(bookie, 8)
     channel = bookie.journals[0]._channel
     synced = bookie.journals[0].last_log_mark.offset  # every group's callback ran: all of it is fsynced

@@ -22,6 +22,13 @@ def test_properties_file_with_bookkeeper_keys(tmp_path, caplog):
     assert "someFutureKey" in conf.unknown and "unknown configuration key someFutureKey" in caplog.text
 
 
+def test_keys_are_bookkeepers_own_names():
+    """Keys spelled as BookKeeper 4.17's ServerConfiguration spells them (its setter's spelling accepted too)."""
+    conf = ServerConfiguration({"verifyMetadataOnGC": "true", "journalRemoveFromPageCache": "false"})
+    assert conf["verifyMetadataOnGC"] is True and conf["journalRemoveFromPageCache"] is False and not conf.unknown
+    assert ServerConfiguration({"verifyMetadataOnGc": True})["verifyMetadataOnGC"] is True
+
+
 @pytest.mark.parametrize("key,value,message", [
     ("bookiePort", "http", "bookiePort='http' is not valid"),
     ("journalSyncData", "maybe", "expected true or false"),

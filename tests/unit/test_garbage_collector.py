@@ -157,7 +157,7 @@ def test_gaps_between_ranges_and_ids_past_the_last_range_are_compared(engine):
 
 @pytest.mark.parametrize("verify", [False, True])
 def test_verify_metadata_on_gc(engine, verify):
-    bookie, store, gc = engine(verifyMetadataOnGc=verify)
+    bookie, store, gc = engine(verifyMetadataOnGC=verify)
     lagging, gone = LedgerId(0, 1), LedgerId(0, 2)
     store.add(lagging)
     store.hidden.add(lagging)  # the listing does not show it, a read of it does

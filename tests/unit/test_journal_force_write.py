@@ -21,7 +21,7 @@ def test_adds_are_answered_before_their_pages_leave_the_cache(tmp_path, monkeypa
         dropped.set()
 
     monkeypatch.setattr(journal.JournalChannel, "drop_synced_pages", drop)
-    conf = ServerConfiguration(engine_settings(tmp_path, journalRemovePagesFromCache=True))
+    conf = ServerConfiguration(engine_settings(tmp_path, journalRemoveFromPageCache=True))
     j = journal.Journal(conf.journal_dirs[0], conf)
     j.start()
     try:
