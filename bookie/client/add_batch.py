@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from bookie.client.conf import ClientConfiguration
 from bookie.exceptions import BKIncorrectParameterException
 from bookie.proto import entry_format
@@ -74,47 +76,48 @@ class AddMessageLimits:
         return cuts
 
 
-def frame_entries(digest: DigestManager, first: int, lac: int, length: int, payloads: list) -> tuple[list[bytes], int]:
-    """``payloads`` framed as entries ``first..`` carrying ``lac``; returns the frames and the ledger's
-    length through the last of them (``length`` is the length before the first)."""
-    frames = []
-    for k, payload in enumerate(payloads):
-        length += len(payload)
-        frames.append(digest.build_frame(first + k, lac, length, payload))
-    return frames, length
-
-
 def frame_and_stripe(digest: DigestManager, first: int, lac: int, length: int, payloads: list,
                      write_sets: list[tuple[int, ...]]) -> tuple[dict[int, bytes], tuple[tuple[int, ...], ...], int]:
-    """``payloads`` framed as entries ``first..`` carrying ``lac`` and split by bookie (``stripe``); returns
-    the parts, the write sets, and the ledger's length through the last entry. When every bookie stores
-    every entry the frames are built straight into one shared buffer (one copy of each payload)."""
-    if len(payloads) > 1 and len(write_sets[0]) < len(write_sets):
-        frames, length = frame_entries(digest, first, lac, length, payloads)
-        parts, quorums = stripe(first, frames, write_sets)
-        return parts, quorums, length
+    """``payloads`` framed as entries ``first..`` carrying ``lac`` (into one buffer: one copy of each
+    payload) and split by bookie (``stripe``); returns the parts, the write sets, and the ledger's length
+    through the last entry. When every bookie stores every entry they share the one buffer."""
     blob, length = digest.build_framed(first, lac, length, payloads)
+    E, n = len(write_sets), len(payloads)
+    if n > 1 and len(write_sets[0]) < E:
+        overhead = entry_format.FRAME_LEN + digest.header_len + digest.mac_length
+        parts, quorums = stripe(first, blob, np.fromiter(map(len, payloads), dtype=np.int64, count=n) + overhead,
+                                write_sets)
+        return parts, quorums, length
+    quorums = write_sets_used(first, n, write_sets)
+    return {i: blob for i in (quorums[0] if n == 1 else range(E))}, quorums, length
+
+
+def write_sets_used(first: int, count: int, write_sets: list[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    """The distinct write sets of entries ``first..first + count - 1``, each needing AQ acks
+    (``write_sets[r]`` is the write set of the entries ``e`` with ``e mod E == r``)."""
     E = len(write_sets)
-    quorums = tuple(write_sets[r] for r in sorted({e % E for e in range(first, first + min(len(payloads), E))}))
-    return {i: blob for i in (quorums[0] if len(payloads) == 1 else range(E))}, quorums, length
+    return tuple(write_sets[r] for r in sorted({e % E for e in range(first, first + min(count, E))}))
 
 
-def stripe(first: int, frames: list[bytes], write_sets: list[tuple[int, ...]]
+def stripe(first: int, blob: bytes, frame_sizes: np.ndarray, write_sets: list[tuple[int, ...]]
            ) -> tuple[dict[int, bytes], tuple[tuple[int, ...], ...]]:
-    """What each bookie stores of entries ``first..`` (``frames``), and the write sets they use.
-
-    ``write_sets[r]`` is the write set of the entries ``e`` with ``e mod E == r``. Returns ``parts``:
-    bookie index -> its entries' frames, concatenated in entry order (one shared blob when every
-    bookie stores every entry), and ``quorums``: the distinct write sets, each needing AQ acks.
-    """
-    E, WQ = len(write_sets), len(write_sets[0])
-    last = first + len(frames) - 1
-    residues = sorted({e % E for e in range(first, min(last, first + E - 1) + 1)})
-    quorums = tuple(write_sets[r] for r in residues)
-    if len(frames) == 1 or WQ == E:
-        blob = frames[0] if len(frames) == 1 else b"".join(frames)
-        parts = {i: blob for i in (quorums[0] if len(frames) == 1 else range(E))}
+    """What each bookie stores of entries ``first..``, framed back to back in ``blob`` (``frame_sizes``
+    bytes each), and the write sets they use: ``parts`` maps a bookie index to its entries' frames in
+    entry order, copied out of the one buffer (as the rows of a matrix when all have one size)."""
+    E, n = len(write_sets), len(frame_sizes)
+    residues = np.arange(first, first + n, dtype=np.int64) % E
+    quorums = write_sets_used(first, n, write_sets)
+    uniform = bool((frame_sizes == frame_sizes[0]).all())
+    if uniform:
+        rows = np.frombuffer(blob, dtype=np.uint8).reshape(n, int(frame_sizes[0]))
     else:
-        parts = {i: b"".join(f for k, f in enumerate(frames) if i in write_sets[(first + k) % E])
-                 for i in sorted({i for ws in quorums for i in ws})}
+        view, ends = memoryview(blob), np.cumsum(frame_sizes)
+        starts = ends - frame_sizes
+    parts = {}
+    for i in sorted({i for ws in quorums for i in ws}):
+        stored = np.isin(residues, [r for r in range(E) if i in write_sets[r]])
+        if uniform:
+            parts[i] = rows[stored].tobytes()
+        else:
+            parts[i] = b"".join(map(view.__getitem__, map(slice, starts[stored].tolist(), ends[stored].tolist())))
     return parts, quorums

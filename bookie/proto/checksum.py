@@ -24,6 +24,7 @@ import numpy as np
 from bookie.exceptions import BKDigestMatchException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
+from bookie.proto.columnar_framing import frame_batch
 
 _LAC_BLOB = struct.Struct(">qq")  # LAC_METADATA_LENGTH = 16
 _U64 = struct.Struct(">Q")  # CRC32 value widened to a Java long
@@ -55,6 +56,8 @@ class DigestType(enum.IntEnum):
 
 
 MAC_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4, DigestType.DUMMY: 0}
+_CRC = {DigestType.CRC32: zlib.crc32, DigestType.CRC32C: _crc32c.crc32c}  # the digests framed by columns
+_MIN_VECTOR_FRAMING = 8  # fewer entries are framed one by one: numpy's fixed costs would outweigh it
 
 
 def generate_master_key(password: bytes) -> bytes:
@@ -110,6 +113,9 @@ class DigestManager:
 
     def build_framed(self, first_entry_id: int, lac: int, start_length: int, payloads) -> tuple[bytes, int]:
         """Frame consecutive entries into one buffer; returns (blob, ledger length after them)."""
+        if self.digest_type in _CRC and isinstance(payloads, list) and len(payloads) >= _MIN_VECTOR_FRAMING:
+            return frame_batch(self.ledger, self.digest_type, _CRC[self.digest_type], self.mac_length, first_entry_id,
+                               lac, start_length, payloads)
         parts = []
         length = start_length
         pack_frame = entry_format.FRAME.pack

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from bookie.client.add_batch import ADD_REQUEST_RESERVE, AddMessageLimits, frame_entries, stripe
+from bookie.client.add_batch import ADD_REQUEST_RESERVE, AddMessageLimits, frame_and_stripe
 from bookie.client.conf import ClientConfiguration
 from bookie.client.distribution_schedule import write_set
 from bookie.exceptions import BKIncorrectParameterException
 from bookie.ledger_id import LedgerId
 from bookie.proto.checksum import DigestManager
-from bookie.proto.entry_format import FRAME_LEN
+from bookie.proto.entry_format import FRAME, FRAME_LEN
 
 pytestmark = pytest.mark.unit
 
@@ -26,10 +26,16 @@ def stored_ids(digest: DigestManager, part: bytes) -> list[int]:
 
 
 # -- striping -----------------------------------------------------------------------------------------
-def test_striping_e3_wq2_gives_each_bookie_the_entries_of_its_write_sets():
+def striped(digest: DigestManager, first: int, payloads: list[bytes], ensemble_size: int, write_quorum: int):
+    """(parts, quorums) of entries ``first..`` as the writer frames and stripes them."""
+    parts, quorums, _ = frame_and_stripe(digest, first, first - 1, 0, payloads, write_sets(ensemble_size, write_quorum))
+    return parts, quorums
+
+
+@pytest.mark.parametrize("size", [3, None], ids=["one size", "mixed sizes"])
+def test_striping_e3_wq2_gives_each_bookie_the_entries_of_its_write_sets(size):
     digest = DigestManager(LEDGER, b"pw")
-    frames, _ = frame_entries(digest, 0, -1, 0, [b"e%d" % e for e in range(6)])
-    parts, quorums = stripe(0, frames, write_sets(3, 2))
+    parts, quorums = striped(digest, 0, [b"e%d" % e * (size or e + 1) for e in range(6)], 3, 2)
     assert quorums == ((0, 1), (1, 2), (2, 0))
     assert {i: stored_ids(digest, part) for i, part in parts.items()} == {
         0: [0, 2, 3, 5],
@@ -40,37 +46,40 @@ def test_striping_e3_wq2_gives_each_bookie_the_entries_of_its_write_sets():
 
 def test_striping_from_an_entry_past_the_first_uses_the_write_sets_of_those_ids():
     digest = DigestManager(LEDGER, b"pw")
-    frames, _ = frame_entries(digest, 4, 3, 100, [b"four", b"five"])
-    parts, quorums = stripe(4, frames, write_sets(3, 2))
+    parts, quorums = striped(digest, 4, [b"four", b"five"], 3, 2)
     assert quorums == ((1, 2), (2, 0))  # entry 4 -> bookies 1, 2; entry 5 -> bookies 2, 0
     assert {i: stored_ids(digest, part) for i, part in parts.items()} == {0: [5], 1: [4], 2: [4, 5]}
 
 
 def test_without_striping_every_bookie_shares_one_blob_of_all_entries():
-    frames = [b"f0", b"f1", b"f2", b"f3"]
-    parts, quorums = stripe(10, frames, write_sets(3, 3))
+    digest = DigestManager(LEDGER, b"pw")
+    parts, quorums = striped(digest, 10, [b"f0", b"f1", b"f2", b"f3"], 3, 3)
     assert list(parts) == [0, 1, 2]
-    assert parts[0] == b"f0f1f2f3"
-    assert parts[0] is parts[1] is parts[2]  # joined once, not once per bookie
+    assert stored_ids(digest, parts[0]) == [10, 11, 12, 13]
+    assert parts[0] is parts[1] is parts[2]  # framed once, not once per bookie
     assert quorums == ((0, 1, 2), (1, 2, 0), (2, 0, 1))
 
 
 def test_a_lone_entry_goes_to_its_write_set_in_write_set_order():
-    parts, quorums = stripe(2, [b"only"], write_sets(3, 2))
+    digest = DigestManager(LEDGER, b"pw")
+    parts, quorums = striped(digest, 2, [b"only"], 3, 2)
     assert list(parts) == [2, 0]
-    assert parts == {2: b"only", 0: b"only"}
+    assert parts[2] is parts[0] and stored_ids(digest, parts[2]) == [2]
     assert quorums == ((2, 0),)
 
 
 @pytest.mark.parametrize("ensemble_size,write_quorum", [(3, 2), (3, 3), (5, 3), (4, 2), (5, 1)])
-@pytest.mark.parametrize("first,count", [(0, 1), (0, 7), (3, 2), (11, 13)])
-def test_every_entry_is_stored_on_exactly_its_write_set(ensemble_size, write_quorum, first, count):
+@pytest.mark.parametrize("first,count", [(0, 1), (0, 7), (3, 2), (11, 13), (5, 40)])
+@pytest.mark.parametrize("sizes", ["mixed", "one"])
+def test_every_entry_is_stored_on_exactly_its_write_set(ensemble_size, write_quorum, first, count, sizes):
     digest = DigestManager(LEDGER, b"pw")
-    frames, _ = frame_entries(digest, first, first - 1, 0, [b"x" * (e % 5) for e in range(count)])
-    parts, quorums = stripe(first, frames, write_sets(ensemble_size, write_quorum))
+    payloads = [b"x" * (e % 5 if sizes == "mixed" else 4) for e in range(count)]
+    parts, quorums = striped(digest, first, payloads, ensemble_size, write_quorum)
     holders: dict[int, list[int]] = {}
     for i, part in parts.items():
-        ids = stored_ids(digest, part)
+        verified = digest.verify_frames(part)
+        assert all(payload == payloads[e - first] for e, payload in verified), "each entry intact"
+        ids = [e for e, _ in verified]
         assert ids == sorted(ids), "a bookie's part is in entry order"
         for entry_id in ids:
             holders.setdefault(entry_id, []).append(i)
@@ -81,19 +90,27 @@ def test_every_entry_is_stored_on_exactly_its_write_set(ensemble_size, write_quo
 
 
 # -- framing ------------------------------------------------------------------------------------------
-def test_framing_carries_the_lac_and_the_running_length():
+@pytest.mark.parametrize("count", [3, 12], ids=["one by one", "by columns"])
+def test_framing_carries_the_lac_and_the_running_length(count):
     digest = DigestManager(LEDGER, b"pw")
-    frames, length = frame_entries(digest, 5, 4, 1000, [b"ab", b"", b"cdef"])
-    assert length == 1006
-    headers = [digest.verify(frame[FRAME_LEN:], 5 + k)[0] for k, frame in enumerate(frames)]
-    assert [(h.entry_id, h.last_add_confirmed, h.length) for h in headers] == [(5, 4, 1002), (6, 4, 1002), (7, 4, 1006)]
+    payloads = [b"ab", b"", b"cdef"] + [b"z"] * (count - 3)
+    blob, length = digest.build_framed(5, 4, 1000, payloads)
+    assert length == 1006 + count - 3
+    headers = []
+    offset = 0
+    while offset < len(blob):
+        (size,) = FRAME.unpack_from(blob, offset)
+        headers.append(digest.verify(blob[offset + FRAME_LEN: offset + FRAME_LEN + size], 5 + len(headers))[0])
+        offset += FRAME_LEN + size
+    assert [(h.entry_id, h.last_add_confirmed, h.length) for h in headers][:3] == [(5, 4, 1002), (6, 4, 1002), (7, 4, 1006)]
+    assert len(headers) == count
 
 
 def test_the_limits_count_a_framed_entry_exactly():
     digest = DigestManager(LEDGER, b"pw", "hmac")
     limits = AddMessageLimits.of(ClientConfiguration(), digest)
-    frames, _ = frame_entries(digest, 0, -1, 0, [b"", b"payload"])
-    assert [len(f) for f in frames] == [limits.entry_overhead, limits.entry_overhead + 7]
+    assert len(digest.build_frame(0, -1, 0, b"")) == limits.entry_overhead
+    assert len(digest.build_frame(1, -1, 7, b"payload")) == limits.entry_overhead + 7
     assert limits.entry_bytes == ClientConfiguration().nettyMaxFrameSizeBytes - ADD_REQUEST_RESERVE
     assert limits.max_payload + limits.entry_overhead == limits.entry_bytes
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bookie.client.add_batch import stripe
+from tests.helpers.striping import stripe_frames
 from bookie.client.bookie_outbox import BookieOutboxes
 from bookie.client.conf import ClientConfiguration
 from bookie.client.distribution_schedule import write_set
@@ -16,7 +16,7 @@ ENSEMBLE = ["b0", "b1", "b2"]
 
 def op_for(first: int, count: int = 1, size: int = 10, write_quorum: int = 2) -> PendingAddOp:
     sets = [tuple(write_set(r, len(ENSEMBLE), write_quorum)) for r in range(len(ENSEMBLE))]
-    parts, quorums = stripe(first, [bytes(size)] * count, sets)
+    parts, quorums = stripe_frames(first, [bytes(size)] * count, sets)
     return PendingAddOp(first, first + count - 1, 0, parts, None, quorums)
 
 

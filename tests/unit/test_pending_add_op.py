@@ -5,7 +5,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from bookie.client.add_batch import stripe
+from tests.helpers.striping import stripe_frames
 from bookie.client.distribution_schedule import write_set
 from bookie.client.pending_add_op import PendingAddOp
 
@@ -16,7 +16,7 @@ def op_for(first: int, count: int, ensemble_size: int, write_quorum: int, result
            future: Future | None = None) -> PendingAddOp:
     """A pending add of entries ``first..first + count - 1``, striped as the writer stripes it."""
     sets = [tuple(write_set(r, ensemble_size, write_quorum)) for r in range(ensemble_size)]
-    parts, quorums = stripe(first, [b"f%d" % e for e in range(first, first + count)], sets)
+    parts, quorums = stripe_frames(first, [b"f%d" % e for e in range(first, first + count)], sets)
     return PendingAddOp(first, first + count - 1, 10 * (first + count), parts, future, quorums, result_first)
 
 

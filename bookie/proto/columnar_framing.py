@@ -1,0 +1,99 @@
+"""Framing a batch of entries by columns: numpy fills every frame's size field, header and CRC digest at
+once, instead of Python packing them entry by entry (DigestManager.build_framed's loop: ~1.2 µs per
+1 KiB entry, the largest part of a writing client's CPU after gRPC).
+
+The bytes are exactly the loop's (``int32 size | header | digest | payload`` per entry, entry_format.py);
+a unit test holds the two together. The headers of a batch differ only in their entry id and ledger
+length, so their CRCs come from tables (``HeaderCrcs``) and only the payloads' CRCs are computed one
+call per entry, each continuing from its header's CRC.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import chain
+from typing import Callable
+
+import numpy as np
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import entry_format
+
+Crc = Callable[..., int]  # crc(data, value=0): crc32c.crc32c or zlib.crc32
+
+
+def framed_rows(v2: bool, digest_bytes: int) -> np.dtype:
+    """A framed entry's bytes before its payload (``int32 size | header | digest``) as one packed record."""
+    head = [("size", ">i4")] + ([("flags", "u1"), ("scope", ">i8")] if v2 else [])
+    return np.dtype(head + [("lid", ">i8"), ("eid", ">i8"), ("lac", ">i8"), ("length", ">i8"),
+                            ("digest", f">u{digest_bytes}")])
+
+
+class HeaderCrcs:
+    """CRCs of many headers of one length that differ only at ``positions``.
+
+    A CRC is affine over GF(2) for messages of one length: crc(a ^ b) = crc(a) ^ crc(b) ^ crc(0). So a
+    header h that equals a reference r outside ``positions`` (r being zero there) has
+    crc(h) = crc(r) ^ XOR over p of T[p][h[p]], with T[p][v] = crc(v at p, zeros elsewhere) ^ crc(zeros).
+    The tables are 256 CRCs per position, made once per process.
+    """
+
+    def __init__(self, crc: Crc, length: int, positions: tuple[int, ...]):
+        self.crc, self.positions = crc, np.array(positions)
+        zero = crc(bytes(length))
+        self.tables = np.zeros((len(positions), 256), dtype=np.uint32)
+        message = bytearray(length)
+        for i, p in enumerate(positions):
+            for v in range(1, 256):
+                message[p] = v
+                self.tables[i, v] = crc(bytes(message)) ^ zero
+            message[p] = 0
+        self._rows = np.arange(len(positions))[None, :]
+
+    def of(self, headers: np.ndarray, reference: bytes) -> np.ndarray:
+        """CRC of each row of ``headers`` (n x length bytes); ``reference`` equals every row outside
+        ``positions`` and is zero at them."""
+        terms = self.tables[self._rows, headers[:, self.positions]]
+        return np.bitwise_xor.reduce(terms, axis=1) ^ np.uint32(self.crc(reference))
+
+
+@lru_cache(maxsize=None)
+def header_crcs(crc: Crc, v2: bool, digest_bytes: int) -> HeaderCrcs:
+    """The tables for headers of one format: their entry id and length bytes vary within a batch."""
+    fields = framed_rows(v2, digest_bytes).fields
+    start = entry_format.FRAME_LEN
+    positions = tuple(p - start for name in ("eid", "length") for p in range(fields[name][1], fields[name][1] + 8))
+    return HeaderCrcs(crc, entry_format.V2_HEADER_LEN if v2 else entry_format.V1_HEADER_LEN, positions)
+
+
+def frame_batch(ledger: LedgerId, digest_code: int, crc: Crc, digest_bytes: int, first_entry_id: int, lac: int,
+                start_length: int, payloads: list) -> tuple[bytes, int]:
+    """Entries ``first_entry_id..`` framed back to back, each digest ``crc(header + payload)`` stored in
+    ``digest_bytes`` big-endian bytes; returns (blob, the ledger's length through the last entry)."""
+    n, v2 = len(payloads), ledger.scope_id != 0
+    header_len = entry_format.V2_HEADER_LEN if v2 else entry_format.V1_HEADER_LEN
+    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=n)
+    rows = np.zeros(n, dtype=framed_rows(v2, digest_bytes))
+    rows["size"] = sizes + (header_len + digest_bytes)
+    if v2:
+        rows["flags"] = entry_format.V2_FLAG | (entry_format.ENTRY_FORMAT_V2 << 4) | (digest_code & 0x0F)
+        rows["scope"] = ledger.scope_id
+    rows["lid"] = ledger.ledger_id
+    rows["eid"] = np.arange(first_entry_id, first_entry_id + n, dtype=np.int64)
+    rows["lac"] = lac
+    lengths = np.cumsum(sizes) + start_length
+    rows["length"] = lengths
+    width = rows.dtype.itemsize
+    matrix = rows.view(np.uint8).reshape(n, width)
+    start = entry_format.FRAME_LEN
+    reference = entry_format.pack_header(ledger, 0, lac, 0, digest_code)
+    heads = header_crcs(crc, v2, digest_bytes).of(matrix[:, start: start + header_len], reference)
+    rows["digest"] = np.fromiter(map(crc, payloads, heads.tolist()), dtype=np.uint64, count=n)
+    size = int(sizes[0])
+    if (sizes == size).all():  # one payload size (the common case): the frames are the rows of a matrix
+        out = np.empty((n, width + size), dtype=np.uint8)
+        out[:, :width] = matrix
+        out[:, width:] = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(n, size)
+        return out.tobytes(), int(lengths[-1])
+    flat = matrix.tobytes()
+    prefixes = map(flat.__getitem__, map(slice, range(0, n * width, width), range(width, n * width + 1, width)))
+    return b"".join(chain.from_iterable(zip(prefixes, payloads))), int(lengths[-1])
