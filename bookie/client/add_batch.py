@@ -115,7 +115,7 @@ def stripe(first: int, blob: bytes, frame_sizes: np.ndarray, write_sets: list[tu
         starts = ends - frame_sizes
     parts = {}
     for i in sorted({i for ws in quorums for i in ws}):
-        stored = np.isin(residues, [r for r in range(E) if i in write_sets[r]])
+        stored = np.array([i in ws for ws in write_sets])[residues]  # entry k is on bookie i: by its residue
         if uniform:
             parts[i] = rows[stored].tobytes()
         else:
