@@ -23,9 +23,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from bookie.client import PayloadColumn
 from bookie.client.log_truncation import TruncationResult, delete_truncated
 from bookie.client.log_truncation import truncate_log as truncate
 from bookie.exceptions import BKException, BKNoSuchLedgerExistsException
@@ -50,13 +52,23 @@ class LedgerWritten(WriterCommitMessage):
     bytes: int
 
 
-def payloads_of(batch: pa.RecordBatch) -> list:
+def payloads_of(batch: pa.RecordBatch) -> PayloadColumn | list:
+    """The batch's payloads as they lie in Arrow's buffers (a ``PayloadColumn``: no Python object per row);
+    a list of bytes for a type laid out otherwise."""
     column = batch.column(batch.schema.get_field_index("payload"))
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         column = column.cast(pa.binary())
     if column.null_count:
         raise ValueError(f"payload has {column.null_count} null values; every row needs a payload")
-    return column.to_pylist()
+    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        return column.to_pylist()
+    _, offsets, data = column.buffers()
+    offsets = np.frombuffer(offsets, dtype=np.int64 if pa.types.is_large_binary(column.type) else np.int32)
+    return PayloadColumn.of(data if data is not None else b"", offsets[column.offset: column.offset + len(column) + 1])
+
+
+def payload_bytes(payloads: PayloadColumn | list) -> int:
+    return payloads.nbytes if isinstance(payloads, PayloadColumn) else sum(map(len, payloads))
 
 
 class BookKeeperWriter(DataSourceArrowWriter):
@@ -94,7 +106,7 @@ class BookKeeperWriter(DataSourceArrowWriter):
                 chunk = payloads[start: start + WRITE_CHUNK]
                 pending = handle.append_batch(chunk)
                 entries += len(chunk)
-                size += sum(map(len, chunk))
+                size += payload_bytes(chunk)
             if time.monotonic() - touched >= RUNNING_HEARTBEAT_SECONDS:
                 touch_running(bk.store, opts.log, self.writer_id)
                 touched = time.monotonic()

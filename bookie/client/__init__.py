@@ -8,6 +8,7 @@ from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_handle_adv import LedgerHandleAdv
 from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
+from bookie.proto.columnar_framing import PayloadColumn
 
-__all__ = ["BookKeeper", "ClientConfiguration", "LedgerEntry", "LedgerHandle", "LedgerHandleAdv",
+__all__ = ["BookKeeper", "ClientConfiguration", "LedgerEntry", "LedgerHandle", "LedgerHandleAdv", "PayloadColumn",
            "ReadOnlyLedgerHandle"]

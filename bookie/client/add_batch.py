@@ -13,6 +13,7 @@ from bookie.client.conf import ClientConfiguration
 from bookie.exceptions import BKIncorrectParameterException
 from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager
+from bookie.proto.columnar_framing import PayloadColumn, payload_sizes
 
 # Room an AddRequest needs around its entries (ids, master key, flags): what is left of the bookie's
 # largest message (nettyMaxFrameSizeBytes) carries the framed entries.
@@ -51,6 +52,8 @@ class AddMessageLimits:
         any entry id is taken."""
         overhead, budget, max_entries = self.entry_overhead, self.entry_bytes, self.max_entries
         max_payload = budget - overhead
+        if isinstance(payloads, PayloadColumn):
+            return self._column_pieces(ledger, payloads.sizes)
         if 0 < len(payloads) <= max_entries and set(map(type, payloads)) <= _PAYLOAD_TYPE_SET:
             # The usual batch, checked at C speed: all of it fits one add message.
             sizes = list(map(len, payloads))
@@ -62,11 +65,7 @@ class AddMessageLimits:
                 raise BKIncorrectParameterException(f"ledger {ledger}: a payload is bytes, not {type(payload).__name__}")
             n = len(payload)
             if n > max_payload:
-                raise BKIncorrectParameterException(
-                    f"ledger {ledger}: an entry of {n} bytes is larger than a bookie takes: at most "
-                    f"{max_payload} bytes fit in one add message (nettyMaxFrameSizeBytes = "
-                    f"{self.netty_max_frame_size}); split the payload, or raise nettyMaxFrameSizeBytes on the "
-                    "bookies and this client alike")
+                raise self._too_large(ledger, n)
             if count and (count == max_entries or size + n + overhead > budget):
                 cuts.append(k)
                 size = count = 0
@@ -74,6 +73,26 @@ class AddMessageLimits:
             count += 1
         cuts.append(len(payloads))
         return cuts
+
+    def _column_pieces(self, ledger, sizes: np.ndarray) -> list[int]:
+        """``pieces`` of a ``PayloadColumn``: the same cuts, each found by a search of the running sizes."""
+        if len(sizes) and int(sizes.max()) > self.max_payload:
+            raise self._too_large(ledger, int(sizes.max()))
+        ends = np.cumsum(sizes + self.entry_overhead)  # bytes of entries 0..k framed
+        cuts = [0]
+        while cuts[-1] < len(sizes):
+            start = cuts[-1]
+            before = int(ends[start - 1]) if start else 0
+            fit = int(np.searchsorted(ends, before + self.entry_bytes, side="right"))  # entries start..fit-1 fit
+            cuts.append(min(fit, start + self.max_entries, len(sizes)))
+        return cuts
+
+    def _too_large(self, ledger, size: int) -> BKIncorrectParameterException:
+        return BKIncorrectParameterException(
+            f"ledger {ledger}: an entry of {size} bytes is larger than a bookie takes: at most "
+            f"{self.max_payload} bytes fit in one add message (nettyMaxFrameSizeBytes = "
+            f"{self.netty_max_frame_size}); split the payload, or raise nettyMaxFrameSizeBytes on the "
+            "bookies and this client alike")
 
 
 def frame_and_stripe(digest: DigestManager, first: int, lac: int, length: int, payloads: list,
@@ -85,8 +104,7 @@ def frame_and_stripe(digest: DigestManager, first: int, lac: int, length: int, p
     E, n = len(write_sets), len(payloads)
     if n > 1 and len(write_sets[0]) < E:
         overhead = entry_format.FRAME_LEN + digest.header_len + digest.mac_length
-        parts, quorums = stripe(first, blob, np.fromiter(map(len, payloads), dtype=np.int64, count=n) + overhead,
-                                write_sets)
+        parts, quorums = stripe(first, blob, payload_sizes(payloads) + overhead, write_sets)
         return parts, quorums, length
     quorums = write_sets_used(first, n, write_sets)
     return {i: blob for i in (quorums[0] if n == 1 else range(E))}, quorums, length

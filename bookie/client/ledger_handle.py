@@ -47,6 +47,7 @@ from bookie.meta.metadata_store import Versioned
 from bookie.meta.metadata_update_loop import doubt_window, update_ledger_metadata
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
+from bookie.proto.columnar_framing import PayloadColumn
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +154,11 @@ class LedgerHandle(Handle):
 
     def append_batch(self, payloads) -> Future:
         """Append many entries at once (consecutive ids); the future gives ``range(first, last + 1)`` once all
-        are acknowledged. The cheap way to append a lot: one pending operation per batch, not per entry."""
-        payloads = list(payloads)
+        are acknowledged. The cheap way to append a lot: one pending operation per batch, not per entry.
+        ``payloads``: bytes-like objects, or a ``PayloadColumn`` (one buffer and its offsets, as an Arrow
+        binary column holds them: no Python object per entry)."""
+        if not isinstance(payloads, PayloadColumn):
+            payloads = list(payloads)
         if not payloads:
             raise BKIncorrectParameterException(f"ledger {self.ledger}: append_batch of no entries")
         return self._add(None, payloads, batch=True)

@@ -24,7 +24,7 @@ import numpy as np
 from bookie.exceptions import BKDigestMatchException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
-from bookie.proto.columnar_framing import frame_batch
+from bookie.proto.columnar_framing import PayloadColumn, frame_batch
 
 _LAC_BLOB = struct.Struct(">qq")  # LAC_METADATA_LENGTH = 16
 _U64 = struct.Struct(">Q")  # CRC32 value widened to a Java long
@@ -113,7 +113,7 @@ class DigestManager:
 
     def build_framed(self, first_entry_id: int, lac: int, start_length: int, payloads) -> tuple[bytes, int]:
         """Frame consecutive entries into one buffer; returns (blob, ledger length after them)."""
-        if self.digest_type in _CRC and isinstance(payloads, list) and len(payloads) >= _MIN_VECTOR_FRAMING:
+        if self.digest_type in _CRC and isinstance(payloads, (list, PayloadColumn)) and len(payloads) >= _MIN_VECTOR_FRAMING:
             return frame_batch(self.ledger, self.digest_type, _CRC[self.digest_type], self.mac_length, first_entry_id,
                                lac, start_length, payloads)
         parts = []

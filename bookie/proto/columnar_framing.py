@@ -9,9 +9,10 @@ call per entry, each continuing from its header's CRC.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -19,6 +20,53 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 
 Crc = Callable[..., int]  # crc(data, value=0): crc32c.crc32c or zlib.crc32
+
+
+@dataclass(frozen=True)
+class PayloadColumn:
+    """Payloads back to back in one buffer, payload k being ``data[offsets[k]:offsets[k + 1]]``: Arrow's
+    binary layout, so a Spark writer hands a whole Arrow column to ``append_batch`` without making a
+    Python object per row (``PayloadColumn.of`` checks the offsets)."""
+
+    data: memoryview
+    offsets: np.ndarray  # int64, one more than there are payloads
+
+    @classmethod
+    def of(cls, data, offsets) -> "PayloadColumn":
+        view = memoryview(data).cast("B")
+        offsets = np.asarray(offsets, dtype=np.int64)
+        if offsets.ndim != 1 or len(offsets) < 1:
+            raise ValueError("payload offsets must be a 1-D array of at least one offset")
+        if offsets[0] < 0 or offsets[-1] > len(view) or (np.diff(offsets) < 0).any():
+            raise ValueError(f"payload offsets must rise from 0 or more to at most the buffer's {len(view)} bytes")
+        return cls(view, offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, piece: slice) -> "PayloadColumn":
+        start, stop, step = piece.indices(len(self))
+        if step != 1:
+            raise ValueError("a payload column is sliced in steps of 1")
+        return PayloadColumn(self.data, self.offsets[start: max(start, stop) + 1])
+
+    def __iter__(self) -> Iterator[memoryview]:
+        return map(self.data.__getitem__, map(slice, self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets[-1] - self.offsets[0])
+
+
+def payload_sizes(payloads) -> np.ndarray:
+    """Byte size of each payload of a list or a ``PayloadColumn``."""
+    if isinstance(payloads, PayloadColumn):
+        return payloads.sizes
+    return np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
 
 
 def framed_rows(v2: bool, digest_bytes: int) -> np.dtype:
@@ -66,12 +114,12 @@ def header_crcs(crc: Crc, v2: bool, digest_bytes: int) -> HeaderCrcs:
 
 
 def frame_batch(ledger: LedgerId, digest_code: int, crc: Crc, digest_bytes: int, first_entry_id: int, lac: int,
-                start_length: int, payloads: list) -> tuple[bytes, int]:
+                start_length: int, payloads: "list | PayloadColumn") -> tuple[bytes, int]:
     """Entries ``first_entry_id..`` framed back to back, each digest ``crc(header + payload)`` stored in
     ``digest_bytes`` big-endian bytes; returns (blob, the ledger's length through the last entry)."""
     n, v2 = len(payloads), ledger.scope_id != 0
     header_len = entry_format.V2_HEADER_LEN if v2 else entry_format.V1_HEADER_LEN
-    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=n)
+    sizes = payload_sizes(payloads)
     rows = np.zeros(n, dtype=framed_rows(v2, digest_bytes))
     rows["size"] = sizes + (header_len + digest_bytes)
     if v2:
@@ -92,7 +140,11 @@ def frame_batch(ledger: LedgerId, digest_code: int, crc: Crc, digest_bytes: int,
     if (sizes == size).all():  # one payload size (the common case): the frames are the rows of a matrix
         out = np.empty((n, width + size), dtype=np.uint8)
         out[:, :width] = matrix
-        out[:, width:] = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(n, size)
+        if isinstance(payloads, PayloadColumn):  # already back to back: read in place
+            data = np.frombuffer(payloads.data, dtype=np.uint8)[int(payloads.offsets[0]): int(payloads.offsets[-1])]
+        else:
+            data = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+        out[:, width:] = data.reshape(n, size)
         return out.tobytes(), int(lengths[-1])
     flat = matrix.tobytes()
     prefixes = map(flat.__getitem__, map(slice, range(0, n * width, width), range(width, n * width + 1, width)))

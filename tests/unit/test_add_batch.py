@@ -2,8 +2,12 @@
 entries into what each bookie stores (bookie/client/add_batch.py). No processes."""
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
+from bookie.client import PayloadColumn
 from bookie.client.add_batch import ADD_REQUEST_RESERVE, AddMessageLimits, frame_and_stripe
 from bookie.client.conf import ClientConfiguration
 from bookie.client.distribution_schedule import write_set
@@ -152,3 +156,20 @@ def test_a_payload_that_is_not_bytes_is_refused(bad):
 
 def test_bytes_like_payloads_are_taken():
     assert limits(entry_bytes=100, overhead=10).pieces(LEDGER, [bytearray(40), memoryview(bytes(40)), b"z"]) == [0, 2, 3]
+
+
+def column(payloads: list[bytes]) -> PayloadColumn:
+    return PayloadColumn.of(b"".join(payloads), np.concatenate([[0], np.cumsum([len(p) for p in payloads])]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_payload_column_is_cut_where_its_list_is(seed):
+    rng = random.Random(seed)
+    budget = limits(entry_bytes=rng.randint(60, 300), max_entries=rng.randint(1, 8), overhead=10)
+    payloads = [bytes(rng.randint(0, budget.max_payload)) for _ in range(rng.randint(1, 40))]
+    assert budget.pieces(LEDGER, column(payloads)) == budget.pieces(LEDGER, payloads)
+
+
+def test_a_payload_column_with_an_entry_too_large_is_refused():
+    with pytest.raises(BKIncorrectParameterException, match="an entry of 91 bytes .* at most 90 bytes"):
+        limits(entry_bytes=100, overhead=10).pieces(LEDGER, column([b"ok", bytes(91)]))

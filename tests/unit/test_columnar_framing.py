@@ -13,7 +13,7 @@ import pytest
 from bookie.ledger_id import LedgerId
 from bookie.proto import checksum
 from bookie.proto.checksum import DigestManager
-from bookie.proto.columnar_framing import HeaderCrcs
+from bookie.proto.columnar_framing import HeaderCrcs, PayloadColumn
 
 pytestmark = pytest.mark.unit
 
@@ -63,3 +63,40 @@ def test_header_crc_tables_agree_with_the_crc(crc):
     headers[:, list(positions)] = rng.integers(0, 256, (500, len(positions)), dtype=np.uint8)
     crcs = HeaderCrcs(crc, length, positions).of(headers, bytes(reference))
     assert crcs.tolist() == [crc(row.tobytes()) for row in headers]
+
+
+# -- payloads as one buffer and its offsets --------------------------------------------------------------
+def column_of(payloads: list[bytes], lead: bytes = b"") -> PayloadColumn:
+    """``payloads`` back to back after ``lead`` (as in an Arrow array sliced past its first rows)."""
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in payloads])]) + len(lead)
+    return PayloadColumn.of(lead + b"".join(payloads), offsets)
+
+
+@pytest.mark.parametrize("ledger", [LedgerId(0, 5), LedgerId(7, 99)], ids=["v1", "v2"])
+@pytest.mark.parametrize("digest_type", ["crc32c", "crc32", "mac"])
+def test_a_payload_column_frames_as_its_list_does(ledger, digest_type):
+    digest = DigestManager(ledger, b"pw", digest_type)
+    rng = random.Random(f"{ledger}{digest_type}")
+    for count in (3, checksum._MIN_VECTOR_FRAMING, 300):
+        for name, payloads in payload_sets(rng, count).items():
+            payloads = [bytes(p) for p in payloads]
+            column = column_of(payloads, lead=b"skipped")
+            assert [bytes(p) for p in column] == payloads
+            assert digest.build_framed(9, 8, 77, column) == one_by_one(digest, 9, 8, 77, payloads), name
+
+
+def test_a_payload_column_slices_and_sizes_like_a_list():
+    payloads = [b"a", b"", b"bcd", b"ef", b"g"]
+    column = column_of(payloads, lead=b"xy")
+    for piece in (slice(0, 5), slice(1, 3), slice(2, 2), slice(4, 9), slice(3, 1)):
+        part = column[piece]
+        assert [bytes(p) for p in part] == payloads[piece] and len(part) == len(payloads[piece])
+        assert part.nbytes == sum(map(len, payloads[piece])) and part.sizes.tolist() == list(map(len, payloads[piece]))
+
+
+@pytest.mark.parametrize("offsets,message", [
+    ([[0, 1]], "1-D"), ([], "at least one"), ([-1, 2], "rise from 0"), ([0, 3, 2], "rise from 0"), ([0, 9], "at most the buffer's 4 bytes"),
+])
+def test_bad_payload_offsets_are_refused(offsets, message):
+    with pytest.raises(ValueError, match=message):
+        PayloadColumn.of(b"abcd", np.array(offsets, dtype=np.int64))
