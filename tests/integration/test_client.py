@@ -175,7 +175,9 @@ def test_a_corrupted_replica_is_read_from_another(bk_cluster):
     lh = bk.create_ledger(3, 3, 2, password=PW)
     write(lh, 30)
     lh.close()
-    owner = lh.ensemble[7 % 3]  # the first bookie of entry 7's write set
+    # The first bookie of entry 7's write set, in the ensemble that wrote it (a bookie the writer took
+    # for failed under load may have been replaced after it).
+    owner = lh.metadata.ensemble_at(7)[7 % 3]
     index = bookie_index(c, owner)
     c.kill_bookie(index, signal.SIGTERM)  # a clean stop flushes the entry log
     bookie = c.bookies[index]
