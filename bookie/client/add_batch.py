@@ -100,12 +100,14 @@ def frame_and_stripe(digest: DigestManager, first: int, lac: int, length: int, p
     """``payloads`` framed as entries ``first..`` carrying ``lac`` (into one buffer: one copy of each
     payload) and split by bookie (``stripe``); returns the parts, the write sets, and the ledger's length
     through the last entry. When every bookie stores every entry they share the one buffer."""
-    blob, length = digest.build_framed(first, lac, length, payloads)
     E, n = len(write_sets), len(payloads)
     if n > 1 and len(write_sets[0]) < E:
+        sizes = payload_sizes(payloads)  # once, for the framing and the striping
+        blob, length = digest.build_framed(first, lac, length, payloads, sizes)
         overhead = entry_format.FRAME_LEN + digest.header_len + digest.mac_length
-        parts, quorums = stripe(first, blob, payload_sizes(payloads) + overhead, write_sets)
+        parts, quorums = stripe(first, blob, sizes + overhead, write_sets)
         return parts, quorums, length
+    blob, length = digest.build_framed(first, lac, length, payloads)
     quorums = write_sets_used(first, n, write_sets)
     return {i: blob for i in (quorums[0] if n == 1 else range(E))}, quorums, length
 

@@ -69,6 +69,7 @@ def payload_sizes(payloads) -> np.ndarray:
     return np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
 
 
+@lru_cache(maxsize=None)
 def framed_rows(v2: bool, digest_bytes: int) -> np.dtype:
     """A framed entry's bytes before its payload (``int32 size | header | digest``) as one packed record."""
     head = [("size", ">i4")] + ([("flags", "u1"), ("scope", ">i8")] if v2 else [])
@@ -114,12 +115,13 @@ def header_crcs(crc: Crc, v2: bool, digest_bytes: int) -> HeaderCrcs:
 
 
 def frame_batch(ledger: LedgerId, digest_code: int, crc: Crc, digest_bytes: int, first_entry_id: int, lac: int,
-                start_length: int, payloads: "list | PayloadColumn") -> tuple[bytes, int]:
+                start_length: int, payloads: "list | PayloadColumn", sizes: np.ndarray | None = None) -> tuple[bytes, int]:
     """Entries ``first_entry_id..`` framed back to back, each digest ``crc(header + payload)`` stored in
-    ``digest_bytes`` big-endian bytes; returns (blob, the ledger's length through the last entry)."""
+    ``digest_bytes`` big-endian bytes; returns (blob, the ledger's length through the last entry).
+    ``sizes``: the payloads' ``payload_sizes``, when the caller has them already."""
     n, v2 = len(payloads), ledger.scope_id != 0
     header_len = entry_format.V2_HEADER_LEN if v2 else entry_format.V1_HEADER_LEN
-    sizes = payload_sizes(payloads)
+    sizes = payload_sizes(payloads) if sizes is None else sizes
     rows = np.zeros(n, dtype=framed_rows(v2, digest_bytes))
     rows["size"] = sizes + (header_len + digest_bytes)
     if v2:
