@@ -121,7 +121,13 @@ class Bookie:
         if self.journal_failure is not None:
             log.error("bookie stopped without a checkpoint after a journal failure: %s", self.journal_failure)
             return
-        self.sync_thread.checkpoint()
+        try:
+            self.sync_thread.checkpoint()
+        except OSError as exc:  # e.g. an entry log's lost writeback: nothing past the LastLogMark is trusted
+            log.error("bookie stopped without a checkpoint: %s. Replay from the LastLogMark restores the "
+                      "entries at the next start", exc)
+            self.storage.abandon()
+            return
         self.storage.shutdown()
         log.info("bookie shut down")
 

@@ -76,6 +76,11 @@ OPTIONS: dict[str, Option] = {
     "flushEntrylogBytes": _o("int", 8388608, "start writing an entry log to disk every this many bytes, so a "
                              "checkpoint's fsync finds little left and the journal's fsyncs do not queue behind "
                              "it (0 = at checkpoints and rolls only)", 0),
+    "entryLogRemoveFromPageCache": _o("bool", True, "this project's key: drop entry-log pages from the page "
+                                      "cache once written to disk (each flushEntrylogBytes step, and rotated "
+                                      "logs at the checkpoint), so writes reuse pages instead of growing the "
+                                      "cache; older entries are then read from disk. BookKeeper's nearest is "
+                                      "dbStorage_directIOEntryLogger, which bypasses the cache altogether"),
     "pageSize": _o("int", 8192, "index page size in bytes (1024 entries)", 64),
     "pageLimit": _o("int", -1, "index pages held in the ledger cache (-1 = 1/3 of 1 GiB of pages)"),
     "openFileLimit": _o("int", 20000, "index files kept open", 1),

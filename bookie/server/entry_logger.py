@@ -14,6 +14,14 @@ log joins the *rotated* logs, which the next checkpoint fsyncs, then points the 
 (fsynced again) and closes, as BookKeeper's EntryLogManager flushes rotated logs in its checkpoint.
 So an add never waits for a gigabyte of entry log to reach the disk, and a header never points at a
 map that is not on disk. A checkpoint's fsyncs run outside the logger's lock: adds go on meanwhile.
+
+Written pages leave the page cache once they are on disk (``entryLogRemoveFromPageCache``): at each
+``flushEntrylogBytes`` step the writer thread drops the step before (its writeback has had a step's
+time to finish), and a checkpoint drops its rotated logs after fsyncing them. New writes then reuse
+those pages instead of growing the cache: on this project's VMs a page the cache has not held before
+costs several times its copy, and a bookie that kept every log it wrote in the cache spent twice the CPU
+per entry after a few gigabytes (docs/ARCHITECTURE.md). The newest step or two stay cached, and so
+does the unwritten buffer, for tailing reads; older entries are read from disk.
 """
 from __future__ import annotations
 
@@ -30,7 +38,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.server.entry_log_format import (LOG_HEADER, LOG_HEADER_SIZE, LOG_MAGIC, MAX_LOG_SIZE, decode_ledgers_map,
                                             encode_ledgers_map, encode_log_header, location, log_id_in, log_path)
-from bookie.util.io import pwritev_all, start_writeback
+from bookie.util.io import drop_written_pages, pwritev_all, start_writeback
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +67,7 @@ class EntryLogger:
         self.size_limit = min(conf["entryLogSizeLimit"], MAX_LOG_SIZE)
         self.buffer_size = conf["writeBufferSizeBytes"]
         self.writeback_bytes = conf["flushEntrylogBytes"]
+        self.remove_from_page_cache = conf["entryLogRemoveFromPageCache"]
         self.max_record = conf["nettyMaxFrameSizeBytes"]
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # buffer filled / written
@@ -69,6 +78,7 @@ class EntryLogger:
         self._writing = False
         self._stopping = False
         self._write_error: OSError | None = None
+        self._writeback_error: OSError | None = None  # written pages lost: no checkpoint may pass
         self._paths: dict[int, str] = {}
         for ledger_dir in ledger_dirs:
             current = os.path.join(ledger_dir, "current")
@@ -117,6 +127,7 @@ class EntryLogger:
         self._paths[log_id] = path
         self._flushed = LOG_HEADER_SIZE  # bytes of the current log already written to the file
         self._writeback_from = LOG_HEADER_SIZE  # written bytes from here on are not handed to writeback yet
+        self._cached_from = 0  # pages before this offset were written back and dropped from the page cache
         self._chunks, self._chunk_starts, self._buffered = [], [], 0
         self._ledgers_map = {}
         self._write_last_id(ledger_dir, log_id)
@@ -228,32 +239,44 @@ class EntryLogger:
                     return
                 chunks, fd, pos = list(self._chunks), self.fd, self._flushed
                 self._writing = True
-            error = None
+            error = lost = None
             try:
                 end = pwritev_all(fd, chunks, pos)
             except OSError as exc:
                 error = exc
                 log.error("entry log write failed: %s", exc)
             else:
-                self._start_writeback(fd, end)
+                try:
+                    self._start_writeback(fd, end)
+                except OSError as exc:
+                    lost = OSError(exc.errno, f"entry log {self.log_id:x}.log: pages written earlier did not reach "
+                                              f"the disk ({exc.strerror}); no checkpoint from now on, so the "
+                                              f"journal keeps those entries for replay")
+                    log.error("%s", lost)
             with self._lock:
                 self._writing = False
                 if error is None:
                     self._drop_written(len(chunks), end)
                 else:
                     self._write_error = error
+                if lost is not None:
+                    self._write_error = self._writeback_error = lost
                 self._changed.notify_all()
 
     def _start_writeback(self, fd: int, end: int) -> None:
         """Every ``flushEntrylogBytes`` written, start their writeback (BookKeeper's regular entry-log
         flushes): the disk takes the log as it comes instead of all at the checkpoint, when the journal's
-        fsyncs would queue behind it. Writer thread only, while ``_writing`` holds rolls off."""
+        fsyncs would queue behind it; then drop the step before from the page cache. Writer thread only,
+        while ``_writing`` holds rolls off."""
         if not self.writeback_bytes or end - self._writeback_from < self.writeback_bytes:
             return
         try:
             start_writeback(fd, self._writeback_from, end - self._writeback_from)
         except OSError as exc:  # the checkpoint's fsync writes them anyway
             log.warning("entry log writeback not started: %s", exc)
+        if self.remove_from_page_cache:
+            # Raises if their writeback failed: the kernel reports that once, here, not to a later fsync.
+            self._cached_from = drop_written_pages(fd, self._cached_from, self._writeback_from)
         self._writeback_from = end
 
     def _drop_written(self, count: int, end: int) -> None:
@@ -290,12 +313,16 @@ class EntryLogger:
         holds the lock; adds go on during the fsyncs."""
         with self._flush_lock:
             with self._lock:
+                if self._writeback_error is not None:
+                    raise self._writeback_error
                 self._write_buffer()
                 rotated, fd = list(self._rotated.items()), self.fd
             for log_id, log_ in rotated:
                 self._fsync(log_.fd)  # the entries and the ledgers map first ...
                 os.pwrite(log_.fd, encode_log_header(log_.map_offset, len(log_.ledgers)), 0)
                 self._fsync(log_.fd)  # ... then the header that points at the map
+                if self.remove_from_page_cache:  # all of it clean now: its pages go back to the kernel
+                    os.posix_fadvise(log_.fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 with self._lock:
                     del self._rotated[log_id]
                 os.close(log_.fd)
@@ -342,6 +369,21 @@ class EntryLogger:
         with self._lock:
             for fd in self._read_fds.values():
                 os.close(fd)
+            self._read_fds.clear()
+
+    def abandon(self) -> None:
+        """Stop after a failure without writing anything more (no ledgers map, no header): the logs stay
+        as after a crash, and replay from the LastLogMark brings back what they lack."""
+        with self._lock:
+            self._stopping = True
+            self._changed.notify_all()
+        self._writer.join()
+        with self._flush_lock, self._lock:
+            for fd in [self.fd, *(r.fd for r in self._rotated.values()), *self._read_fds.values()]:
+                if fd >= 0:
+                    os.close(fd)
+            self.fd = -1
+            self._rotated.clear()
             self._read_fds.clear()
 
     # -- reading ---------------------------------------------------------------------------------

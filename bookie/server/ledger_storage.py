@@ -367,6 +367,12 @@ class InterleavedLedgerStorage:
             self.entry_logger.shutdown()
             self.index.close()
 
+    def abandon(self) -> None:
+        """Stop without a flush (after a failure that a checkpoint may not pass): files closed as they are."""
+        with self.lock:
+            self.entry_logger.abandon()
+            self.index.close()
+
 
 class _LogRemoved(Exception):
     """A range read located entries in a log that compaction removed before the read: look again."""

@@ -33,7 +33,9 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-SYNC_FILE_RANGE_WRITE = 2  # <fcntl.h>: start writeback of the range's dirty pages, do not wait
+# <fcntl.h>: wait for writeback already under way / start writeback of the dirty pages / wait for it
+SYNC_FILE_RANGE_WAIT_BEFORE, SYNC_FILE_RANGE_WRITE, SYNC_FILE_RANGE_WAIT_AFTER = 1, 2, 4
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 def _sync_file_range():
@@ -51,12 +53,30 @@ def _sync_file_range():
 _SYNC_FILE_RANGE = _sync_file_range()
 
 
+def _sync_range(fd: int, offset: int, nbytes: int, flags: int) -> None:
+    if _SYNC_FILE_RANGE is None:
+        os.fdatasync(fd)
+    elif _SYNC_FILE_RANGE(fd, offset, nbytes, flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"sync_file_range: {os.strerror(err)}")
+
+
 def start_writeback(fd: int, offset: int, nbytes: int) -> None:
     """Have the kernel start writing ``[offset, offset + nbytes)`` to disk now, without waiting (Linux's
     sync_file_range); elsewhere, fdatasync the file. Durability still comes from the fsync after it:
     this only spreads the writes, so that fsync does not find gigabytes to write at once."""
-    if _SYNC_FILE_RANGE is None:
-        os.fdatasync(fd)
-    elif _SYNC_FILE_RANGE(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"sync_file_range: {os.strerror(err)}")
+    _sync_range(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)
+
+
+def drop_written_pages(fd: int, offset: int, end: int) -> int:
+    """Wait until the whole pages of ``[offset, end)`` are written to disk (their writeback was started
+    earlier, so this rarely waits), then drop them from the page cache, clean. Returns the offset the
+    dropped pages end at: the page holding ``end`` stays (later writes continue it; dropped, it would be
+    read back first). Advice only: what the disk holds is the same either way, and so is what a later
+    fsync makes durable."""
+    end -= end % PAGE_SIZE
+    if end > offset:
+        _sync_range(fd, offset, end - offset,
+                    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)
+        os.posix_fadvise(fd, offset, end - offset, os.POSIX_FADV_DONTNEED)
+    return max(end, offset)

@@ -2,41 +2,13 @@
 their only reader), and the page the next group continues stays. Residency is read with mincore(2)."""
 from __future__ import annotations
 
-import ctypes
-import mmap
-import os
-
 import pytest
 
 from bookie.proto.checksum import DigestManager
-from bookie.server import journal
 from tests.helpers.engine_ops import PASSWORD
 from tests.helpers.journal_files import KEY, LEDGER
+from tests.helpers.page_cache import PAGE, resident_pages
 from tests.helpers.waiting import wait_for
-
-PAGE = mmap.PAGESIZE
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-
-
-def resident_pages(path: str, length: int) -> list[bool]:
-    """Which pages of the file's first ``length`` bytes are in the page cache (mmap + mincore, no read)."""
-    pages = (length + PAGE - 1) // PAGE
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        address = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if address in (None, ctypes.c_void_p(-1).value):
-            raise OSError(ctypes.get_errno(), "mmap failed")
-        try:
-            vec = (ctypes.c_ubyte * pages)()
-            if _libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(length), vec) != 0:
-                raise OSError(ctypes.get_errno(), "mincore failed")
-            return [bool(v & 1) for v in vec]
-        finally:
-            _libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(length))
-    finally:
-        os.close(fd)
 
 
 def add_groups(bookie, groups: int) -> None:
