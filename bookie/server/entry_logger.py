@@ -38,7 +38,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.server.entry_log_format import (LOG_HEADER, LOG_HEADER_SIZE, LOG_MAGIC, MAX_LOG_SIZE, decode_ledgers_map,
                                             encode_ledgers_map, encode_log_header, location, log_id_in, log_path)
-from bookie.util.io import drop_written_pages, pwritev_all, start_writeback
+from bookie.util.io import drop_clean_pages, drop_written_pages, pwritev_all, start_writeback
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ class EntryLogger:
                 os.pwrite(log_.fd, encode_log_header(log_.map_offset, len(log_.ledgers)), 0)
                 self._fsync(log_.fd)  # ... then the header that points at the map
                 if self.remove_from_page_cache:  # all of it clean now: its pages go back to the kernel
-                    os.posix_fadvise(log_.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    drop_clean_pages(log_.fd)
                 with self._lock:
                     del self._rotated[log_id]
                 os.close(log_.fd)

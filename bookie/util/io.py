@@ -76,7 +76,17 @@ def drop_written_pages(fd: int, offset: int, end: int) -> int:
     fsync makes durable."""
     end -= end % PAGE_SIZE
     if end > offset:
+        # A failure here is a failed writeback (the pages may be lost): the caller must not go on.
         _sync_range(fd, offset, end - offset,
                     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)
-        os.posix_fadvise(fd, offset, end - offset, os.POSIX_FADV_DONTNEED)
+        drop_clean_pages(fd, offset, end - offset)
     return max(end, offset)
+
+
+def drop_clean_pages(fd: int, offset: int = 0, nbytes: int = 0) -> None:
+    """Advise the kernel to drop the file's clean pages in ``[offset, offset + nbytes)`` (0: to the end)
+    from the page cache. Advice only: refused, the pages just stay cached."""
+    try:
+        os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
