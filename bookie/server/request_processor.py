@@ -156,7 +156,7 @@ class BookieServicer(pb_grpc.BookieServicer):
         responses: asyncio.Queue = asyncio.Queue()
         room = asyncio.Event()
         room.set()
-        state = {"inflight": 0, "pending": 0, "done": False, "malformed": None, "woken": False}
+        state = {"inflight": 0, "pending": 0, "done": False, "malformed": None, "broken": None, "woken": False}
         # Adds completed by the journal's force-write thread, answered on the loop: one wake-up of the
         # loop for all the adds a force write completes, not one per add (asyncio.wrap_future's).
         completed: deque = deque()
@@ -210,6 +210,9 @@ class BookieServicer(pb_grpc.BookieServicer):
                     if state["inflight"] >= MAX_STREAM_INFLIGHT:
                         room.clear()
                     future.add_done_callback(lambda f, r=request, n=size: on_fsynced(r, n, f))
+            except Exception as exc:  # the adds taken are still answered; then the stream fails, not ends
+                log.exception("add stream from %s: reading its requests failed", context.peer())
+                state["broken"] = f"the bookie stopped reading this add stream: {type(exc).__name__}: {exc}"
             finally:
                 state["done"] = True
                 if state["pending"] == 0:
@@ -230,6 +233,8 @@ class BookieServicer(pb_grpc.BookieServicer):
                     yield pb.AddResponses(responses=batch)
             if state["malformed"]:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, state["malformed"])
+            if state["broken"]:  # a client seeing a clean end would not know why its later adds went unanswered
+                await context.abort(grpc.StatusCode.INTERNAL, state["broken"])
         finally:
             reader.cancel()
             self._add_stream_readers.discard(reader)
