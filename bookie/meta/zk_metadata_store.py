@@ -66,6 +66,8 @@ class ZKMetadataStore(MetadataStore):
                 found = layout.LedgerLayout.decode(data).manager
             except NoNodeError:
                 found = self.uri.layout or "hierarchical"
+            except KazooException as exc:
+                raise self._zk_error(f"read of {self._path(layout.LAYOUT_ZNODE)}", exc) from None
             if self.uri.layout and self.uri.layout != found:
                 raise BKZKException(f"metadataServiceUri asks for the {self.uri.layout} layout but the cluster at "
                                     f"{self.uri} uses {found}")
@@ -289,9 +291,12 @@ class ZKMetadataStore(MetadataStore):
                 callback(state["rw"], state["ro"])
             return on_children
 
-        self.zk.ensure_path(self._path(layout.AVAILABLE_NODE, layout.READONLY))
-        self.zk.ChildrenWatch(self._path(layout.AVAILABLE_NODE), notify("rw"))
-        self.zk.ChildrenWatch(self._path(layout.AVAILABLE_NODE, layout.READONLY), notify("ro"))
+        try:
+            self.zk.ensure_path(self._path(layout.AVAILABLE_NODE, layout.READONLY))
+            self.zk.ChildrenWatch(self._path(layout.AVAILABLE_NODE), notify("rw"))
+            self.zk.ChildrenWatch(self._path(layout.AVAILABLE_NODE, layout.READONLY), notify("ro"))
+        except KazooException as exc:
+            raise self._zk_error("watching the bookies", exc) from None
 
     def cookie_location(self, bookie_id: str) -> str:
         return f"zookeeper {self._path(layout.COOKIE_NODE, bookie_id)}"
@@ -397,7 +402,10 @@ class ZKMetadataStore(MetadataStore):
             callback(None if stat is None else Versioned(data, stat.version, stat.mtime))
             return None
 
-        self.zk.DataWatch(self._path(path), on_change)
+        try:
+            self.zk.DataWatch(self._path(path), on_change)
+        except KazooException as exc:
+            raise self._zk_error(f"watching {self._path(path)}", exc) from None
         return stopped.set
 
     def close(self) -> None:

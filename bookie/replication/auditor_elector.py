@@ -125,13 +125,14 @@ class AuditorElector:
             self._wake.clear()
             try:
                 leads = self.election.check()
+                if leads and not self.is_auditor:
+                    self._become_auditor()
+                elif not leads and self.is_auditor:
+                    self._step_down()
             except BKException:
+                if self._stop.is_set():  # stopping: the session was closed under the check
+                    break
                 log.exception("auditor election: ZooKeeper failed; trying again")
-                leads = False
-            if leads and not self.is_auditor:
-                self._become_auditor()
-            elif not leads and self.is_auditor:
-                self._step_down()
             self._wake.wait(RECHECK_SECONDS)
         if self.is_auditor:
             self._step_down()
@@ -141,16 +142,24 @@ class AuditorElector:
         self.store.write_node(ELECTION_PATH, self.election.data, -1)
         self.is_auditor = True
         log.info("%s is the auditor", self.bookie_id)
-        self.on_elected()
+        try:
+            self.on_elected()
+        except BKException:  # half started: stopped again, and started whole at a later check
+            self._step_down()
+            raise
 
     def _step_down(self) -> None:
         self.is_auditor = False
         log.info("%s is no longer the auditor", self.bookie_id)
         self.on_revoked()
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
+        """Tell the election thread to end (``shutdown`` waits for it)."""
         self._stop.set()
         self._wake.set()
+
+    def shutdown(self) -> None:
+        self.stop()
         if self._thread.is_alive():
             self._thread.join()
         try:

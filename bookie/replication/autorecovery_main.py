@@ -67,12 +67,32 @@ class AutoRecoveryMain:
         if auditor is not None:
             auditor.shutdown()
 
-    def shutdown(self) -> None:
+    def shutdown(self, grace: float | None = None) -> None:
+        """Stop the worker (its locks released) and the election (the auditor with it), then leave
+        ZooKeeper. While ZooKeeper does not answer, their calls retry for good: after ``grace`` seconds
+        (default zkTimeout) the sessions are closed under them, which ends those calls; the locks and
+        the vote are ephemeral and go with the session."""
+        grace = self.conf["zkTimeout"] / 1000.0 if grace is None else grace
+        if self.worker is not None:
+            self.worker.stop()
+        self.elector.stop()  # both told first: neither waits for the other's ZooKeeper calls to end
+        services = threading.Thread(target=self._stop_services, name="AutoRecoveryShutdown", daemon=True)
+        services.start()
+        services.join(grace)
+        if services.is_alive():
+            log.warning("autorecovery %s: ZooKeeper did not answer within %.0f s; closing the sessions to stop",
+                        self.id, grace)
+        with self._lock:
+            client = self._client
+        if client is not None:
+            client.close()
+        self.store.close()
+        services.join(grace)
+        if services.is_alive():
+            log.error("autorecovery %s: a thread is still blocked; stopping without it", self.id)
+        log.info("autorecovery %s stopped", self.id)
+
+    def _stop_services(self) -> None:
         if self.worker is not None:
             self.worker.shutdown()  # releases the locks it holds
         self.elector.shutdown()  # steps down: stops the auditor
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-        self.store.close()
-        log.info("autorecovery %s stopped", self.id)

@@ -74,8 +74,12 @@ class ReplicationWorker:
         self._thread.start()
         return self
 
-    def shutdown(self) -> None:
+    def stop(self) -> None:
+        """Tell the worker thread to end after the ledger in hand (``shutdown`` waits for it)."""
         self._stop.set()
+
+    def shutdown(self) -> None:
+        self.stop()
         if self._thread is not None:
             self._thread.join()
         with self._timers_lock:
@@ -95,6 +99,8 @@ class ReplicationWorker:
                     continue
                 self.rereplicate_one(POLL_SECONDS)
             except Exception:  # noqa: BLE001 - the worker outlives any one error (rwRereplicateBackoffMs)
+                if self._stop.is_set():  # stopping: the session was closed under the round
+                    break
                 log.exception("replication worker %s: round failed", self.worker_id)
                 self._stop.wait(self.settings.rw_rereplicate_backoff_ms / 1000.0)
 
