@@ -36,7 +36,7 @@ from typing import Callable, NamedTuple
 import crc32c
 
 from bookie.exceptions import JournalException
-from bookie.util.io import pwritev_all
+from bookie.util.io import PAGE_SIZE, drop_clean_pages, pwritev_all
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ GROUP_CHECK_MAGIC = b"BKGC"
 _GROUP_CHECK = struct.Struct(">4sIQ")  # magic, crc32c of the group's records, their byte length
 _PAD_HEADER = struct.Struct(">ii")
 _MB = 1024 * 1024
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 Callback = Callable[["Exception | None"], None]
 _CLOSE_CHANNEL = object()
@@ -129,12 +128,9 @@ class JournalChannel:
     def drop_synced_pages(self, synced: int) -> None:
         """Drop the whole pages before ``synced`` (fsynced, so clean) from the page cache. The page holding
         ``synced`` stays: the next group writes the rest of it and would otherwise read it back first."""
-        end = synced - synced % _PAGE
+        end = synced - synced % PAGE_SIZE
         if end > self.dropped:
-            try:
-                os.posix_fadvise(self.fd, self.dropped, end - self.dropped, os.POSIX_FADV_DONTNEED)
-            except OSError as exc:  # advice only: the bytes are durable either way
-                log.debug("journal %s: pages not dropped from the cache: %s", self.path, exc)
+            drop_clean_pages(self.fd, self.dropped, end - self.dropped)  # advice: durable either way
             self.dropped = end
 
     def close(self) -> None:

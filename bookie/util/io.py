@@ -72,8 +72,8 @@ def drop_written_pages(fd: int, offset: int, end: int) -> int:
     """Wait until the whole pages of ``[offset, end)`` are written to disk (their writeback was started
     earlier, so this rarely waits), then drop them from the page cache, clean. Returns the offset the
     dropped pages end at: the page holding ``end`` stays (later writes continue it; dropped, it would be
-    read back first). Advice only: what the disk holds is the same either way, and so is what a later
-    fsync makes durable."""
+    read back first). Raises OSError if their writeback failed: the kernel reports that once, to this
+    wait, and not to a later fsync. The drop itself is advice (``drop_clean_pages``)."""
     end -= end % PAGE_SIZE
     if end > offset:
         # A failure here is a failed writeback (the pages may be lost): the caller must not go on.
