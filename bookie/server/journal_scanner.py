@@ -73,12 +73,16 @@ def scan_journal(journal_dir: str, log_id: int, start: int, on_group: Callable[[
         size = os.fstat(f.fileno()).st_size
         if size < 8:
             return ScanResult(LogMark(log_id, start), torn=f"{path}: {size}-byte file has no journal header")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mm)
+        try:
+            return _scan(mm, view, path, log_id, start, on_group, skip_invalid)
+        finally:
+            view.release()
             try:
-                return _scan(mm, view, path, log_id, start, on_group, skip_invalid)
-            finally:
-                view.release()
+                mm.close()
+            except BufferError:  # a group's slice is still referenced (a cycle the GC has not freed yet):
+                log.debug("journal %s: mapping left to the collector", path)  # unmapped when it goes
 
 
 def _scan(data: mmap.mmap, view: memoryview, path: str, log_id: int, start: int, on_group,
