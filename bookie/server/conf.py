@@ -73,9 +73,9 @@ OPTIONS: dict[str, Option] = {
     "entryLogSizeLimit": _o("int", 1073741824, "roll an entry log at this size (BK: logSizeLimit)", 4096),
     "writeBufferSizeBytes": _o("int", 1048576, "entry log write buffer", 4096),
     "flushInterval": _o("int", 10000, "sync thread checkpoint interval, ms", 1),
-    "flushEntrylogBytes": _o("int", 8388608, "start writing an entry log to disk every this many bytes, so a "
+    "flushEntrylogBytes": _o("int", 1048576, "start writing an entry log to disk every this many bytes, so a "
                              "checkpoint's fsync finds little left and the journal's fsyncs do not queue behind "
-                             "it (0 = at checkpoints and rolls only)", 0),
+                             "it (0 = at checkpoints and rolls only; BookKeeper's default is 0)", 0),
     "entryLogRemoveFromPageCache": _o("bool", True, "this project's key: drop entry-log pages from the page "
                                       "cache once written to disk (each flushEntrylogBytes step, and rotated "
                                       "logs at the checkpoint), so writes reuse pages instead of growing the "
