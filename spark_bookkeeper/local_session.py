@@ -4,10 +4,9 @@ from __future__ import annotations
 import os
 import sys
 
-# Rows per Arrow batch Spark sends a Python writer (Spark's default is 10,000). With 1 KiB payloads a
-# batch of 1,024 rows is ~1 MiB: the JVM spent 0.32-0.73 s of CPU per 200k-row write instead of
-# 0.56-1.1, and df.write.format("bookkeeper") ran ~9% faster (README, Benchmarks). Reads are not
-# affected: the reader hands Spark Arrow batches of its own.
+# Rows per Arrow batch Spark sends a Python writer (Spark's default is 10,000): ~1 MiB batches of 1 KiB
+# rows cost the JVM less CPU per write (figures: README, Benchmarks, bench/spark_write.py). Reads are
+# not affected: the reader hands Spark Arrow batches of its own.
 WRITE_ARROW_BATCH_ROWS = 1024
 
 
