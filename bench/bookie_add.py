@@ -1,7 +1,10 @@
 """Bookie add benchmark: one client streams 1 KiB entries in batches of 256 to one bookie process
-(journal fsync on), next to the same client against a bare servicer that acks without storing.
+(journal fsync on), next to the same client against a bare servicer that acks without storing, and
+against a journal-only servicer (bench/bare_journal_bookie.py: one writev + one fdatasync per group,
+then the acks; no entry log, no index, no checks), the least any servicer that fsyncs before it acks
+can do on this machine.
 
-Prints entries/s and per-batch latency p50/p99 for both, and the ratio. Targets: >= 120,000
+Prints entries/s and per-batch latency p50/p99 for each, and the ratios. Targets: >= 120,000
 entries/s into the bookie, >= 0.6 of the bare servicer.
 
     python bench/bookie_add.py [--seconds 5] [--rounds 3] [--in-flight 16]
@@ -70,27 +73,42 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=16, help="batches in flight")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="bk-bench-add-", dir=os.environ.get("BENCH_DIR"))
-    cluster = LocalBookKeeper(1, base_dir=base, bookie_settings=json.loads(os.environ.get("BK_SETTINGS", "{}"))).start()
-    bare_port = free_port()
-    bare = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "bare_bookie.py"), str(bare_port)],
-                            start_new_session=True, stdout=subprocess.DEVNULL)
-    results = {"bookie": [], "bare": []}
+    here = os.path.dirname(__file__)
+    cluster = bare = journal_only = None
+    results = {"bookie": [], "bare": [], "journal": []}
     try:
+        cluster = LocalBookKeeper(1, base_dir=base, bookie_settings=json.loads(os.environ.get("BK_SETTINGS", "{}"))).start()
+        bare_port = journal_port = free_port()
+        while journal_port == bare_port:
+            journal_port = free_port()
+        bare = subprocess.Popen([sys.executable, os.path.join(here, "bare_bookie.py"), str(bare_port)],
+                                start_new_session=True, stdout=subprocess.DEVNULL)
+        journal_only = subprocess.Popen([sys.executable, os.path.join(here, "bare_journal_bookie.py"), str(journal_port),
+                                         os.path.join(base, "journal-only.txn")],
+                                        start_new_session=True, stdout=subprocess.DEVNULL)
         wait_for_port(bare_port, bare, 30, "bare servicer")
+        wait_for_port(journal_port, journal_only, 30, "journal-only servicer")
         for r in range(args.rounds):
-            for name, target in (("bare", f"127.0.0.1:{bare_port}"), ("bookie", cluster.bookies[0].grpc_address)):
+            for name, target in (("bare", f"127.0.0.1:{bare_port}"), ("journal", f"127.0.0.1:{journal_port}"),
+                                 ("bookie", cluster.bookies[0].grpc_address)):
                 results[name].append(run_client(target, LedgerId(0, 1 + r), args.seconds, args.in_flight))
                 rate, p50, p99 = results[name][-1]
                 print(f"round {r + 1} {name:7s}: {rate:10,.0f} entries/s  batch p50 {p50:6.1f} ms  p99 {p99:6.1f} ms")
     finally:
-        stop_process(bare)
-        cluster.stop()
+        for proc in (bare, journal_only):
+            if proc is not None:
+                stop_process(proc)
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in results.items()}
     print(f"bookie add bench (1 KiB entries, {BATCH} per message, {args.in_flight} in flight, fsync on, median of {args.rounds}):")
     print(f"  bare servicer (acks only) : {med['bare'][0]:10,.0f} entries/s  p50 {med['bare'][1]:5.1f} ms  p99 {med['bare'][2]:5.1f} ms")
+    print(f"  journal-only servicer     : {med['journal'][0]:10,.0f} entries/s  p50 {med['journal'][1]:5.1f} ms  p99 {med['journal'][2]:5.1f} ms"
+          f"  ({med['journal'][0] / med['bare'][0]:.2f} of the bare servicer)")
     print(f"  bookie (journal + storage): {med['bookie'][0]:10,.0f} entries/s  p50 {med['bookie'][1]:5.1f} ms  p99 {med['bookie'][2]:5.1f} ms")
     print(f"  ratio bookie/bare         : {med['bookie'][0] / med['bare'][0]:10.2f}   (targets: >= 120,000 entries/s, >= 0.6)")
+    print(f"  ratio bookie/journal-only : {med['bookie'][0] / med['journal'][0]:10.2f}")
 
 
 if __name__ == "__main__":

@@ -103,11 +103,11 @@ def frame_and_stripe(digest: DigestManager, first: int, lac: int, length: int, p
     E, n = len(write_sets), len(payloads)
     if n > 1 and len(write_sets[0]) < E:
         sizes = payload_sizes(payloads)  # once, for the framing and the striping
-        blob, length = digest.build_framed(first, lac, length, payloads, sizes)
+        blob, length = digest.build_framed(first, lac, length, payloads, sizes, view=True)
         overhead = entry_format.FRAME_LEN + digest.header_len + digest.mac_length
         parts, quorums = stripe(first, blob, sizes + overhead, write_sets)
         return parts, quorums, length
-    blob, length = digest.build_framed(first, lac, length, payloads)
+    blob, length = digest.build_framed(first, lac, length, payloads, view=True)
     quorums = write_sets_used(first, n, write_sets)
     return {i: blob for i in (quorums[0] if n == 1 else range(E))}, quorums, length
 
@@ -137,7 +137,9 @@ def stripe(first: int, blob: bytes, frame_sizes: np.ndarray, write_sets: list[tu
     for i in sorted({i for ws in quorums for i in ws}):
         stored = np.array([i in ws for ws in write_sets])[residues]  # entry k is on bookie i: by its residue
         if uniform:
-            parts[i] = rows[stored].tobytes()
+            part = rows[stored]  # a copy already (boolean indexing): handed on as a view, not copied again
+            part.flags.writeable = False
+            parts[i] = memoryview(part.reshape(-1))
         else:
             parts[i] = b"".join(map(view.__getitem__, map(slice, starts[stored].tolist(), ends[stored].tolist())))
     return parts, quorums

@@ -112,12 +112,13 @@ class DigestManager:
                          self._digest(header, payload), payload))
 
     def build_framed(self, first_entry_id: int, lac: int, start_length: int, payloads,
-                     sizes: np.ndarray | None = None) -> tuple[bytes, int]:
+                     sizes: np.ndarray | None = None, view: bool = False) -> tuple[bytes | memoryview, int]:
         """Frame consecutive entries into one buffer; returns (blob, ledger length after them). ``sizes``:
-        the payloads' sizes (``columnar_framing.payload_sizes``), when the caller has them already."""
+        the payloads' sizes (``columnar_framing.payload_sizes``), when the caller has them already;
+        ``view``: the blob may be a read-only memoryview (``columnar_framing.frame_batch``)."""
         if self.digest_type in _CRC and isinstance(payloads, (list, PayloadColumn)) and len(payloads) >= _MIN_VECTOR_FRAMING:
             return frame_batch(self.ledger, self.digest_type, _CRC[self.digest_type], self.mac_length, first_entry_id,
-                               lac, start_length, payloads, sizes)
+                               lac, start_length, payloads, sizes, view)
         parts = []
         length = start_length
         pack_frame = entry_format.FRAME.pack

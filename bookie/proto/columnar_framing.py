@@ -115,10 +115,13 @@ def header_crcs(crc: Crc, v2: bool, digest_bytes: int) -> HeaderCrcs:
 
 
 def frame_batch(ledger: LedgerId, digest_code: int, crc: Crc, digest_bytes: int, first_entry_id: int, lac: int,
-                start_length: int, payloads: "list | PayloadColumn", sizes: np.ndarray | None = None) -> tuple[bytes, int]:
+                start_length: int, payloads: "list | PayloadColumn", sizes: np.ndarray | None = None,
+                view: bool = False) -> tuple[bytes | memoryview, int]:
     """Entries ``first_entry_id..`` framed back to back, each digest ``crc(header + payload)`` stored in
     ``digest_bytes`` big-endian bytes; returns (blob, the ledger's length through the last entry).
-    ``sizes``: the payloads' ``payload_sizes``, when the caller has them already."""
+    ``sizes``: the payloads' ``payload_sizes``, when the caller has them already. ``view``: the blob may
+    be a read-only memoryview of the framing's own buffer (no copy into bytes), for callers that only
+    slice, join or send it."""
     n, v2 = len(payloads), ledger.scope_id != 0
     header_len = entry_format.V2_HEADER_LEN if v2 else entry_format.V1_HEADER_LEN
     sizes = payload_sizes(payloads) if sizes is None else sizes
@@ -137,16 +140,24 @@ def frame_batch(ledger: LedgerId, digest_code: int, crc: Crc, digest_bytes: int,
     start = entry_format.FRAME_LEN
     reference = entry_format.pack_header(ledger, 0, lac, 0, digest_code)
     heads = header_crcs(crc, v2, digest_bytes).of(matrix[:, start: start + header_len], reference)
-    rows["digest"] = np.fromiter(map(crc, payloads, heads.tolist()), dtype=np.uint64, count=n)
     size = int(sizes[0])
-    if (sizes == size).all():  # one payload size (the common case): the frames are the rows of a matrix
+    uniform = bool((sizes == size).all())  # one payload size (the common case): the frames are a matrix's rows
+    if uniform and isinstance(payloads, PayloadColumn):  # already back to back: read in place
+        data = np.frombuffer(payloads.data, dtype=np.uint8)[int(payloads.offsets[0]): int(payloads.offsets[-1])]
+        data = data.reshape(n, size)
+        # A numpy row per payload costs less than a memoryview slice of the column (~0.15 vs ~0.4 µs).
+        rows["digest"] = np.fromiter(map(crc, data, heads.tolist()), dtype=np.uint64, count=n)
+    else:
+        rows["digest"] = np.fromiter(map(crc, payloads, heads.tolist()), dtype=np.uint64, count=n)
+        if uniform:
+            data = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(n, size)
+    if uniform:
         out = np.empty((n, width + size), dtype=np.uint8)
         out[:, :width] = matrix
-        if isinstance(payloads, PayloadColumn):  # already back to back: read in place
-            data = np.frombuffer(payloads.data, dtype=np.uint8)[int(payloads.offsets[0]): int(payloads.offsets[-1])]
-        else:
-            data = np.frombuffer(b"".join(payloads), dtype=np.uint8)
-        out[:, width:] = data.reshape(n, size)
+        out[:, width:] = data
+        if view:
+            out.flags.writeable = False
+            return memoryview(out.reshape(-1)), int(lengths[-1])
         return out.tobytes(), int(lengths[-1])
     flat = matrix.tobytes()
     prefixes = map(flat.__getitem__, map(slice, range(0, n * width, width), range(width, n * width + 1, width)))

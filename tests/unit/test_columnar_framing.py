@@ -26,6 +26,14 @@ def one_by_one(digest: DigestManager, first: int, lac: int, length: int, payload
     return b"".join(frames), length
 
 
+def framed_as_view(digest: DigestManager, *args) -> tuple[bytes, int]:
+    """``build_framed(..., view=True)``: a read-only view where it frames by columns; its bytes."""
+    blob, length = digest.build_framed(*args, view=True)
+    if isinstance(blob, memoryview):
+        assert blob.readonly and blob.ndim == 1 and blob.itemsize == 1 and len(blob) == blob.nbytes
+    return bytes(blob), length
+
+
 def payload_sets(rng: random.Random, count: int) -> dict[str, list]:
     mixed = [rng.randbytes(rng.choice([0, 1, 37, 1024])) for _ in range(count)]
     return {"mixed": mixed, "one size": [rng.randbytes(1024) for _ in range(count)], "empty": [b""] * count,
@@ -41,7 +49,9 @@ def test_the_bytes_are_those_of_framing_entry_by_entry(ledger, digest_type, firs
     rng = random.Random(f"{ledger}{digest_type}{first}")
     for count in (checksum._MIN_VECTOR_FRAMING, 300):
         for name, payloads in payload_sets(rng, count).items():
-            assert digest.build_framed(first, lac, start, payloads) == one_by_one(digest, first, lac, start, payloads), name
+            expected = one_by_one(digest, first, lac, start, payloads)
+            assert digest.build_framed(first, lac, start, payloads) == expected, name
+            assert framed_as_view(digest, first, lac, start, payloads) == expected, name
 
 
 def test_mac_digests_and_short_batches_are_framed_one_by_one_alike():
@@ -82,7 +92,9 @@ def test_a_payload_column_frames_as_its_list_does(ledger, digest_type):
             payloads = [bytes(p) for p in payloads]
             column = column_of(payloads, lead=b"skipped")
             assert [bytes(p) for p in column] == payloads
-            assert digest.build_framed(9, 8, 77, column) == one_by_one(digest, 9, 8, 77, payloads), name
+            expected = one_by_one(digest, 9, 8, 77, payloads)
+            assert digest.build_framed(9, 8, 77, column) == expected, name
+            assert framed_as_view(digest, 9, 8, 77, column) == expected, name
 
 
 def test_a_payload_column_slices_and_sizes_like_a_list():
