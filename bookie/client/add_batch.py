@@ -13,7 +13,7 @@ from bookie.client.conf import ClientConfiguration
 from bookie.exceptions import BKIncorrectParameterException
 from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager
-from bookie.proto.columnar_framing import PayloadColumn, payload_sizes
+from bookie.proto.columnar_framing import PayloadColumn, payload_sizes, read_only_view
 
 # Room an AddRequest needs around its entries (ids, master key, flags): what is left of the bookie's
 # largest message (nettyMaxFrameSizeBytes) carries the framed entries.
@@ -137,9 +137,7 @@ def stripe(first: int, blob: bytes, frame_sizes: np.ndarray, write_sets: list[tu
     for i in sorted({i for ws in quorums for i in ws}):
         stored = np.array([i in ws for ws in write_sets])[residues]  # entry k is on bookie i: by its residue
         if uniform:
-            part = rows[stored]  # a copy already (boolean indexing): handed on as a view, not copied again
-            part.flags.writeable = False
-            parts[i] = memoryview(part.reshape(-1))
+            parts[i] = read_only_view(rows[stored])  # boolean indexing copied already: not copied again
         else:
             parts[i] = b"".join(map(view.__getitem__, map(slice, starts[stored].tolist(), ends[stored].tolist())))
     return parts, quorums

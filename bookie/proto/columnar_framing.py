@@ -69,6 +69,13 @@ def payload_sizes(payloads) -> np.ndarray:
     return np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
 
 
+def read_only_view(array: np.ndarray) -> memoryview:
+    """A contiguous array's bytes as a flat read-only memoryview: handed on (joined, sliced, sent)
+    without a ``tobytes`` copy, and safe from writes through the array."""
+    array.flags.writeable = False
+    return memoryview(array.reshape(-1)).cast("B")
+
+
 @lru_cache(maxsize=None)
 def framed_rows(v2: bool, digest_bytes: int) -> np.dtype:
     """A framed entry's bytes before its payload (``int32 size | header | digest``) as one packed record."""
@@ -142,22 +149,20 @@ def frame_batch(ledger: LedgerId, digest_code: int, crc: Crc, digest_bytes: int,
     heads = header_crcs(crc, v2, digest_bytes).of(matrix[:, start: start + header_len], reference)
     size = int(sizes[0])
     uniform = bool((sizes == size).all())  # one payload size (the common case): the frames are a matrix's rows
-    if uniform and isinstance(payloads, PayloadColumn):  # already back to back: read in place
-        data = np.frombuffer(payloads.data, dtype=np.uint8)[int(payloads.offsets[0]): int(payloads.offsets[-1])]
-        data = data.reshape(n, size)
-        # A numpy row per payload costs less than a memoryview slice of the column (~0.15 vs ~0.4 µs).
-        rows["digest"] = np.fromiter(map(crc, data, heads.tolist()), dtype=np.uint64, count=n)
-    else:
-        rows["digest"] = np.fromiter(map(crc, payloads, heads.tolist()), dtype=np.uint64, count=n)
-        if uniform:
+    crc_source = payloads
+    if uniform:
+        if isinstance(payloads, PayloadColumn):  # already back to back: read in place
+            data = np.frombuffer(payloads.data, dtype=np.uint8)[int(payloads.offsets[0]): int(payloads.offsets[-1])]
+            data = crc_source = data.reshape(n, size)  # a numpy row costs less than a memoryview slice
+        else:
             data = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(n, size)
+    rows["digest"] = np.fromiter(map(crc, crc_source, heads.tolist()), dtype=np.uint64, count=n)
     if uniform:
         out = np.empty((n, width + size), dtype=np.uint8)
         out[:, :width] = matrix
         out[:, width:] = data
         if view:
-            out.flags.writeable = False
-            return memoryview(out.reshape(-1)), int(lengths[-1])
+            return read_only_view(out), int(lengths[-1])
         return out.tobytes(), int(lengths[-1])
     flat = matrix.tobytes()
     prefixes = map(flat.__getitem__, map(slice, range(0, n * width, width), range(width, n * width + 1, width)))
