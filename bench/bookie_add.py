@@ -27,7 +27,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.testing.local_bookkeeper import LocalBookKeeper
-from bookie.util.processes import free_port, stop_process, wait_for_port
+from bookie.util.processes import free_ports, stop_process, wait_for_port
 
 BATCH = 256
 ENTRY = 1024
@@ -78,9 +78,7 @@ def main() -> None:
     results = {"bookie": [], "bare": [], "journal": []}
     try:
         cluster = LocalBookKeeper(1, base_dir=base, bookie_settings=json.loads(os.environ.get("BK_SETTINGS", "{}"))).start()
-        bare_port = journal_port = free_port()
-        while journal_port == bare_port:
-            journal_port = free_port()
+        bare_port, journal_port = free_ports(2)
         bare = subprocess.Popen([sys.executable, os.path.join(here, "bare_bookie.py"), str(bare_port)],
                                 start_new_session=True, stdout=subprocess.DEVNULL)
         journal_only = subprocess.Popen([sys.executable, os.path.join(here, "bare_journal_bookie.py"), str(journal_port),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from bookie.exceptions import ProcessStartException
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.testing.zookeeper_server import ZooKeeperServer
-from bookie.util.processes import free_port, stop_process, tail
+from bookie.util.processes import free_ports, stop_process, tail
 
 # Where a local cluster differs from BookKeeper's defaults: a shorter ZooKeeper session, and the journal
 # writes as soon as its queue is empty (the force-write thread still groups the fsyncs).
@@ -76,15 +76,15 @@ class LocalBookKeeper:
         self.zookeeper = zookeeper or ZooKeeperServer(os.path.join(self.base_dir, "zookeeper"), zk_port, tick_time)
         self.root = root
         self.settings = {**LOCAL_BOOKIE_SETTINGS, **(bookie_settings or {})}
-        self.bookies = [self._new_bookie(i) for i in range(num_bookies)]
+        self.bookies: list[LocalBookie] = []
+        for i in range(num_bookies):
+            self.bookies.append(self._new_bookie(i))
         self.autorecovery: list[subprocess.Popen] = []  # ``bk autorecovery`` processes it started
 
     def _new_bookie(self, index: int) -> LocalBookie:
-        """A bookie with two free ports of its own (bookiePort, grpcPort)."""
-        port = free_port()
-        grpc_port = free_port()
-        while grpc_port == port:
-            grpc_port = free_port()
+        """A bookie with two free ports of its own (bookiePort, grpcPort), none used by another of its bookies."""
+        taken = [p for b in self.bookies if b.index != index for p in (b.port, b.grpc_port)]
+        port, grpc_port = free_ports(2, taken + [self.zookeeper.port])
         return LocalBookie(index, port, grpc_port, os.path.join(self.base_dir, f"bookie-{index}"))
 
     @property

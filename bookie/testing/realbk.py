@@ -17,7 +17,7 @@ import time
 import uuid
 
 from bookie.exceptions import ProcessStartException
-from bookie.util.processes import free_port, stop_process, tail, wait_for_port
+from bookie.util.processes import free_ports, stop_process, tail, wait_for_port
 
 REALBK_HOME = "REALBK_HOME"
 SKIP_REASON = (f"no real BookKeeper: set {REALBK_HOME} to an Apache BookKeeper install with the realbk tools "
@@ -114,7 +114,7 @@ class RealBookKeeper:
         self.metadata_service_uri = f"zk://{zookeeper}{self.root}"
         self.env = {**os.environ, "REALBK_PYTHON": sys.executable, "BOOKIE_JAVA_OPTS": java_opts}
         self.bookies = [JavaBookie(self.home, self.metadata_service_uri, os.path.join(base_dir, f"bookie{i}"),
-                                   free_port(), self.env) for i in range(num_bookies)]
+                                   port, self.env) for i, port in enumerate(free_ports(num_bookies))]
 
     def start(self, init_cluster: bool = True) -> "RealBookKeeper":
         """Initialise the root (BookieShell initnewcluster) unless ``init_cluster`` is false: Java bookies

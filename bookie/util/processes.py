@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 
 from bookie.exceptions import ProcessStartException
 
@@ -15,6 +16,20 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_ports(count: int, taken: Iterable[int] = ()) -> list[int]:
+    """``count`` distinct free ports, none of them in ``taken``. The kernel may hand the same free port
+    out twice in a row once it is closed again, and two bookies of one cluster on one port share a bookie
+    id (and its cookie)."""
+    excluded = set(taken)
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in excluded:
+            excluded.add(port)
+            ports.append(port)
+    return ports
 
 
 def wait_for_port(port: int, proc: subprocess.Popen | None, timeout: float, what: str, log_path: str | None = None) -> None:
