@@ -81,9 +81,15 @@ class LocalBookKeeper:
             self.bookies.append(self._new_bookie(i))
         self.autorecovery: list[subprocess.Popen] = []  # ``bk autorecovery`` processes it started
 
+    @property
+    def ports(self) -> list[int]:
+        """The ports its bookies listen on (bookiePort and grpcPort of each)."""
+        return [p for b in self.bookies for p in (b.port, b.grpc_port)]
+
     def _new_bookie(self, index: int) -> LocalBookie:
         """A bookie with two free ports of its own (bookiePort, grpcPort), none used by another of its bookies."""
-        taken = [p for b in self.bookies if b.index != index for p in (b.port, b.grpc_port)]
+        others = self.bookies[:index] + self.bookies[index + 1:]
+        taken = [p for b in others for p in (b.port, b.grpc_port)]
         port, grpc_port = free_ports(2, taken + [self.zookeeper.port])
         return LocalBookie(index, port, grpc_port, os.path.join(self.base_dir, f"bookie-{index}"))
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 
 from bookie.exceptions import ProcessStartException
 from bookie.util.processes import free_ports, stop_process, tail, wait_for_port
@@ -101,10 +102,11 @@ class JavaBookie:
 
 
 class RealBookKeeper:
-    """Java bookies on ``zookeeper`` (host:port) under their own root, initialised by BookieShell."""
+    """Java bookies on ``zookeeper`` (host:port) under their own root, initialised by BookieShell.
+    ``taken_ports``: ports of other bookies on the same root (a mixed cluster), which these must not take."""
 
     def __init__(self, zookeeper: str, base_dir: str, num_bookies: int = 3, root: str | None = None,
-                 home: pathlib.Path | None = None, java_opts: str = BOOKIE_JAVA_OPTS):
+                 home: pathlib.Path | None = None, java_opts: str = BOOKIE_JAVA_OPTS, taken_ports: Iterable[int] = ()):
         found = home or find_realbk()
         if found is None:
             raise ProcessStartException(SKIP_REASON)
@@ -114,7 +116,7 @@ class RealBookKeeper:
         self.metadata_service_uri = f"zk://{zookeeper}{self.root}"
         self.env = {**os.environ, "REALBK_PYTHON": sys.executable, "BOOKIE_JAVA_OPTS": java_opts}
         self.bookies = [JavaBookie(self.home, self.metadata_service_uri, os.path.join(base_dir, f"bookie{i}"),
-                                   port, self.env) for i, port in enumerate(free_ports(num_bookies))]
+                                   port, self.env) for i, port in enumerate(free_ports(num_bookies, taken_ports))]
 
     def start(self, init_cluster: bool = True) -> "RealBookKeeper":
         """Initialise the root (BookieShell initnewcluster) unless ``init_cluster`` is false: Java bookies

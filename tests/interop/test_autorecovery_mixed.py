@@ -33,7 +33,8 @@ def mixed(zookeeper, tmp_path):
     """Three bookies of ours and two Java bookies on one root, and this project's client on it."""
     ours = LocalBookKeeper(3, base_dir=str(tmp_path / "ours"), zookeeper=zookeeper,
                            root=f"/armixed-{uuid.uuid4().hex[:8]}", bookie_settings={"zkTimeout": 2000})
-    java = RealBookKeeper(zookeeper.connect_string, str(tmp_path / "java"), num_bookies=2, root=ours.root)
+    java = RealBookKeeper(zookeeper.connect_string, str(tmp_path / "java"), num_bookies=2, root=ours.root,
+                          taken_ports=ours.ports)
     bk = None
     try:
         ours.start()

@@ -50,7 +50,8 @@ def mixed(zookeeper, tmp_path_factory):
     # Our bookies' short session lets a SIGKILLed one drop out of the writable set quickly.
     ours = LocalBookKeeper(2, base_dir=str(base / "ours"), zookeeper=zookeeper, root=f"/mixed-{uuid.uuid4().hex[:8]}",
                            bookie_settings={"zkTimeout": 2000})
-    java = RealBookKeeper(zookeeper.connect_string, str(base / "java"), num_bookies=2, root=ours.root)
+    java = RealBookKeeper(zookeeper.connect_string, str(base / "java"), num_bookies=2, root=ours.root,
+                          taken_ports=ours.ports)
     bk = None
     try:
         ours.start()

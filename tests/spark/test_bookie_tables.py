@@ -9,7 +9,7 @@ import signal
 from bookie.client import BookKeeper
 from bookie.meta.bookie_service_info import GRPC, Endpoint
 from bookie.proto import bookkeeper_pb2 as pb
-from bookie.util.processes import free_port
+from bookie.util.processes import free_ports
 from tests.helpers.gc import NO_TIMED_PASS, forced_pass
 from tests.helpers.spark_io import source
 from tests.helpers.waiting import DEADLINE, wait_for
@@ -82,8 +82,9 @@ def test_entrylogs_show_usage_deleted_ledgers_candidates_and_the_log_being_writt
 
     unregistered(c, bk, 1)
     # Registered (read-only) at a gRPC port where nothing listens: a bookie that does not answer.
-    silent = f"127.0.0.1:{free_port()}"
-    bk.store.register_bookie(silent, True, (Endpoint(GRPC, "127.0.0.1", free_port(), GRPC),))
+    silent_port, silent_grpc = free_ports(2, taken=c.ports)
+    silent = f"127.0.0.1:{silent_port}"
+    bk.store.register_bookie(silent, True, (Endpoint(GRPC, "127.0.0.1", silent_grpc, GRPC),))
     rows = source(spark, uri, table="entrylogs").collect()
     lost = [r for r in rows if r.bookie_id == bookies[1]]
     assert len(lost) == 1 and lost[0].status == "unavailable" and lost[0].entry_log_id is None
