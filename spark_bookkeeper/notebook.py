@@ -13,7 +13,6 @@ import atexit
 import logging
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -53,7 +52,7 @@ class SampleData:
     writer: LedgerHandle | None = None  # the open ledger's handle: the writer stays alive, silent
 
 
-_local: dict = {}  # this interpreter's local cluster, its client, sample and watchdog, once started
+_local: dict = {}  # this interpreter's local cluster, its client, sample and watchdogs, once started
 
 
 def cluster_uri() -> str:
@@ -89,9 +88,9 @@ def _stop_local() -> None:
 
 
 def _watchdog(base_dir: str, pids: list[int]) -> subprocess.Popen:
-    """A process that stops the cluster's processes (by PID) once this interpreter is gone, however it
-    ended: a kernel shut down or killed runs no atexit handler. It waits for the end of its stdin, a pipe
-    only this interpreter holds open."""
+    """A process that stops ``pids`` (a cluster's processes) and removes ``base_dir`` once this interpreter
+    is gone, however it ended: a kernel shut down or killed runs no atexit handler. It waits for the end of
+    its stdin, a pipe only this interpreter holds open (so the Popen must stay referenced)."""
     return subprocess.Popen([sys.executable, "-c", _WATCHDOG, base_dir, *map(str, pids)], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -148,7 +147,7 @@ def audit_output(spark, uri: str, audit: str) -> str:
                                 f"{os.path.join(given, audit)}` first, or unset {AUDIT_VARIABLE} to run one into a "
                                 "temporary directory")
     output = tempfile.mkdtemp(prefix=f"bk-{audit}-audit-")
-    atexit.register(shutil.rmtree, output, True)
+    _local.setdefault("cleaners", []).append(_watchdog(output, []))  # removed when the kernel ends
     from spark_bookkeeper.audit import run_replication_audit, run_storage_audit
     (run_storage_audit if audit == "storage" else run_replication_audit)(spark, uri, output)
     return output

@@ -16,17 +16,26 @@ KERNEL_STARTUP_TIMEOUT = 600  # nbclient's default (60 s) is too short for a ker
 
 
 def execute(name: str, uri: str, cwd: pathlib.Path) -> nbformat.NotebookNode:
-    """Run every cell of notebooks/<name> in a fresh kernel pointed at ``uri``; the executed copy (the file
-    is left as it is). A cell that raises fails the test with nbclient's CellExecutionError."""
+    """Run every cell of notebooks/<name> in a fresh kernel pointed at ``uri``, its temporary files under
+    ``cwd``/tmp; the executed copy (the file is left as it is). A cell that raises fails the test with
+    nbclient's CellExecutionError."""
     path = NOTEBOOKS / name
     before = path.read_bytes()
     notebook = nbformat.read(path, as_version=4)
     env = {k: v for k, v in os.environ.items() if k != AUDIT_VARIABLE}
     env[URI_VARIABLE] = uri
+    env["TMPDIR"] = str(kernel_tmp(cwd))
     NotebookClient(notebook, timeout=CELL_TIMEOUT, startup_timeout=KERNEL_STARTUP_TIMEOUT, kernel_name="python3",
                    resources={"metadata": {"path": str(cwd)}}).execute(env=env)
     assert path.read_bytes() == before, f"executing {name} changed the committed file"
     return notebook
+
+
+def kernel_tmp(cwd: pathlib.Path) -> pathlib.Path:
+    """Where ``execute``'s kernel makes its temporary files."""
+    tmp = cwd / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return tmp
 
 
 def images(notebook: nbformat.NotebookNode) -> int:

@@ -3,6 +3,8 @@ own SparkSession) against a local cluster holding the sample data: no cell may f
 and the committed files stay without outputs."""
 from __future__ import annotations
 
+import pathlib
+import re
 import signal
 import uuid
 
@@ -12,7 +14,8 @@ import pytest
 from bookie.client import BookKeeper
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from spark_bookkeeper.notebook import AUDIT_VARIABLE, SAMPLE_BOOKIE_SETTINGS, SAMPLE_BOOKIES, add_sample_data
-from tests.helpers.notebooks import NOTEBOOKS, execute, images, text
+from tests.helpers.notebooks import NOTEBOOKS, execute, images, kernel_tmp, text
+from tests.helpers.waiting import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +76,7 @@ def test_storage_notebook(sample_cluster, tmp_path):
     for owner in ("orders", "payments", "clickstream", "audit-log"):
         assert f"|{owner}" in out
     assert images(notebook) == 3  # disk per bookie, compaction candidates, space by owner
+    audit_output_removed(out, tmp_path, "storage")
 
 
 def test_replication_notebook(sample_cluster, tmp_path):
@@ -82,6 +86,15 @@ def test_replication_notebook(sample_cluster, tmp_path):
     assert f"{uri}: replication audit run" in out
     assert f"|{sample.lost_bookie}|marked|{len(sample.underreplicated)}" in out.replace(" ", "")
     assert images(notebook) == 3  # under-replicated, short fragments, history
+    audit_output_removed(out, tmp_path, "replication")
+
+
+def audit_output_removed(out: str, cwd, audit: str) -> None:
+    """The temporary directory the notebook's audit ran into (it prints it) goes once its kernel has ended
+    (a kernel shut down runs no atexit handler)."""
+    output = pathlib.Path(re.search(rf": {audit} audit run \S+ from (\S+)", out).group(1))
+    assert output.parent == kernel_tmp(cwd) and output.name.startswith(f"bk-{audit}-audit-")
+    wait_for(lambda: not output.exists(), f"the {audit} audit's output {output} removed after its kernel ended")
 
 
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
