@@ -64,12 +64,15 @@ class JavaBookie:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 120.0) -> "JavaBookie":
-        os.makedirs(self.dir, exist_ok=True)
+        tmp = os.path.join(self.dir, "tmp")
+        os.makedirs(tmp, exist_ok=True)
+        # Its temporary files (the native libraries it unpacks) stay in its directory: a SIGKILLed JVM leaves them.
+        env = {**self.env, "BOOKIE_JAVA_OPTS": f"{self.env.get('BOOKIE_JAVA_OPTS', BOOKIE_JAVA_OPTS)} -Djava.io.tmpdir={tmp}"}
         offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [str(self.home / "bin" / "bookie"), "--port", str(self.port), "--metadata-service-uri", self.uri,
-                 "--dir", self.dir], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
+                 "--dir", self.dir], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)
         try:
             wait_for_port(self.port, self.proc, timeout, f"Java bookie {self.bookie_id}", self.log_path)
