@@ -87,10 +87,9 @@ class LocalBookKeeper:
         return [p for b in self.bookies for p in (b.port, b.grpc_port)]
 
     def _new_bookie(self, index: int) -> LocalBookie:
-        """A bookie with two free ports of its own (bookiePort, grpcPort), none used by another of its bookies."""
-        others = self.bookies[:index] + self.bookies[index + 1:]
-        taken = [p for b in others for p in (b.port, b.grpc_port)]
-        port, grpc_port = free_ports(2, taken + [self.zookeeper.port])
+        """A bookie with two free ports of its own (bookiePort, grpcPort), none its bookies have (nor the ports
+        of the one it replaces, which another process took) nor ZooKeeper's."""
+        port, grpc_port = free_ports(2, self.ports + [self.zookeeper.port])
         return LocalBookie(index, port, grpc_port, os.path.join(self.base_dir, f"bookie-{index}"))
 
     @property
