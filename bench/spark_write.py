@@ -1,7 +1,8 @@
 """Spark write benchmark: df.write.format("bookkeeper") of 1 KiB payloads, next to (same run) the
-client's own pipelined append rate (append_batch, one process, the sink's quorums) and Parquet on
-local disk. The three take turns on the same bookies, so none is measured on bookies fresher than the
-others' (a bookie's page cache grows with what it has written, and so does its cost per entry).
+client's own pipelined append rate (append_batch, one process, the sink's quorums), a Python sink that
+discards what Spark hands it (Spark's own cost of turning rows into Arrow batches for a Python writer)
+and Parquet on local disk. They take turns on the same bookies, so none is measured on bookies fresher
+than the others' (a bookie's page cache grows with what it has written, and so does its cost per entry).
 Target: bookkeeper >= 0.7 of the client's pipelined append rate, on every run.
 
     python bench/spark_write.py [--rows 200000] [--runs 3]
@@ -11,7 +12,27 @@ from __future__ import annotations
 import itertools
 import os
 
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
 from spark_common import parse_args, PAYLOAD, best_of_each, cluster_and_spark, line, payload_frame
+
+
+class DiscardWriter(DataSourceArrowWriter):
+    """Reads every Arrow batch Spark sends and keeps nothing: the JVM's and the worker's share of a write."""
+
+    def write(self, iterator):
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+
+class DiscardSink(DataSource):
+    @classmethod
+    def name(cls):
+        return "discard_ceiling"
+
+    def writer(self, schema, overwrite):
+        return DiscardWriter()
 
 
 def main() -> None:
@@ -25,6 +46,7 @@ def main() -> None:
         def to_bookkeeper_by_client():  # about as long as the Spark write, E=3 WQ=2 AQ=2 as the sink's defaults
             client_runs.append(benchmark.batch_write_throughput(bk, 2.0, PAYLOAD, 3, 2, 2, batch=4096, in_flight=4))
 
+        spark.dataSource.register(DiscardSink)
         data = payload_frame(spark, args.rows).cache()
         data.count()
         counter = itertools.count()
@@ -35,11 +57,17 @@ def main() -> None:
 
         parquet = os.path.join(base, "bench.parquet")
         best = best_of_each(args.runs, {"bk": to_bookkeeper, "client": to_bookkeeper_by_client,
+                                        "discard": lambda: data.write.format("discard_ceiling").mode("append").save(),
                                         "parquet": lambda: data.write.mode("overwrite").parquet(parquet)})
-        t_bk, t_pq = best["bk"], best["parquet"]
+        t_bk, t_pq, t_discard = best["bk"], best["parquet"], best["discard"]
         client = max(client_runs[1:], key=lambda r: r.rate)  # the best timed turn (the first is the warm-up)
     print(f"spark write bench ({args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, E=3 WQ=2 AQ=2, best of {args.runs}):")
     print(f"  client append_batch (one process)   : {client.rate:10,.0f} rows/s  {client.mb_per_s:7.1f} MB/s")
+    discard = args.rows / t_discard
+    # On two cores that both are short of, a sink that appends pays the hand-off and the appends: per row
+    # about 1/discard + 1/client of the machine, so at best discard / (discard + client) of the client's rate.
+    print(line("Python sink discarding (hand-off)", t_discard, args.rows,
+               f"(a sink that also appends: ~{discard / (discard + client.rate):.2f} of the client's rate at best)"))
     print(line("Parquet on local disk", t_pq, args.rows))
     print(line("format(\"bookkeeper\") to bookies", t_bk, args.rows,
                f"({args.rows / t_bk / client.rate:.2f} of the client's rate; target >= 0.7)"))
