@@ -13,6 +13,7 @@ bookies is SHA1("ledger" + password), 20 bytes, whatever the digest type.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import hmac
 import struct
@@ -58,6 +59,7 @@ class DigestType(enum.IntEnum):
 MAC_LENGTH = {DigestType.CRC32: 8, DigestType.MAC: 20, DigestType.CRC32C: 4, DigestType.DUMMY: 0}
 _CRC = {DigestType.CRC32: zlib.crc32, DigestType.CRC32C: _crc32c.crc32c}  # the digests framed by columns
 _MIN_VECTOR_FRAMING = 8  # fewer entries are framed one by one: numpy's fixed costs would outweigh it
+_MIN_MESSAGE_CHECK = 16  # fewer entries of one size are checked one by one (see _rows_check_out)
 
 
 def generate_master_key(password: bytes) -> bytes:
@@ -227,7 +229,9 @@ class DigestManager:
             crc = _crc32c.crc32c if self.digest_type is DigestType.CRC32C else zlib.crc32
             data = np.frombuffer(blob, dtype=np.uint8)
             stored = data[(start + hl + (ml - 4))[:, None] + np.arange(4)].copy().view(">u4").ravel()
-            if rows is not None:
+            if rows is not None and n >= _MIN_MESSAGE_CHECK and _rows_check_out(crc, rows, hl, ml):
+                return np.ones(n, dtype=bool)
+            if rows is not None:  # (a message that failed the check above: find the entries that fail)
                 at = entry_format.FRAME_LEN
                 computed = np.fromiter(map(crc, rows[:, at + hl + ml:], map(crc, rows[:, at: at + hl])),
                                        dtype=np.uint32, count=n)
@@ -258,3 +262,33 @@ class DigestManager:
         if lid != self.ledger.ledger_id:
             raise BKDigestMatchException(f"LAC blob belongs to ledger {lid}, expected {self.ledger}")
         return lac
+
+
+# A CRC-32 / CRC-32C register run over a message followed by its own CRC (little-endian) ends at a
+# constant, the residue, whatever the message; and the CRC of blocks laid end to end depends only on
+# each block's CRC and length (what zlib's crc32_combine computes). So n equal-sized blocks, each an
+# entry's header + payload + its stored CRC, all check out exactly when the CRC of all of them is the
+# CRC of n valid blocks of that size: one call over the message instead of two per entry (a call costs
+# ~0.25 µs on this project's machines, however short its input). A mismatch sends the caller back to
+# entry-by-entry checks, to name the entries that fail.
+def _rows_check_out(crc, rows: np.ndarray, header_len: int, mac_length: int) -> bool:
+    """Do all the framed entries of ``rows`` (one per row, all of one size) carry their header and
+    payload's CRC? Only CRC digests (CRC32C, CRC32 widened to 8 bytes: its high half must be zero)."""
+    at = entry_format.FRAME_LEN
+    digest_end = at + header_len + mac_length
+    n, payload_len = rows.shape[0], rows.shape[1] - digest_end
+    blocks = np.empty((n, header_len + payload_len + 4), dtype=np.uint8)
+    blocks[:, :header_len] = rows[:, at: at + header_len]
+    blocks[:, header_len: header_len + payload_len] = rows[:, digest_end:]
+    blocks[:, header_len + payload_len:] = rows[:, digest_end - 4: digest_end][:, ::-1]  # stored big-endian
+    if mac_length == 8 and rows[:, at + header_len: digest_end - 4].any():
+        return False
+    return crc(blocks) == _valid_blocks_crc(crc, n, blocks.shape[1])
+
+
+@functools.lru_cache(maxsize=256)
+def _valid_blocks_crc(crc, count: int, block_len: int) -> int:
+    """The CRC of ``count`` blocks of ``block_len`` bytes that each end with their own CRC (zeros here:
+    by the argument above any valid blocks of that size give the same)."""
+    body = bytes(block_len - 4)
+    return crc((body + struct.pack("<I", crc(body))) * count)

@@ -153,3 +153,48 @@ def test_verify_spans_leaves_the_payloads_in_the_blob(digest_type, sizes):
     ids, starts, ends, bad = dm.verify_spans(bytes(damaged))
     assert bad == [12] and ids.tolist() == [e for e in range(7, 27) if e != 12]
     assert [bytes(damaged[s:e]) for s, e in zip(starts.tolist(), ends.tolist())] == payloads[:5] + payloads[6:]
+
+
+CRC_DIGESTS = [DigestType.CRC32C, DigestType.CRC32]
+
+
+def _equal_message(dm: DigestManager, count: int, size: int, seed: int) -> tuple[bytes, "np.ndarray"]:
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    payloads = [rng.bytes(size) for _ in range(count)]
+    blob, _ = dm.build_framed(40, 39, 0, payloads)
+    return blob, np.frombuffer(blob, dtype=np.uint8).reshape(count, -1)
+
+
+@pytest.mark.parametrize("digest_type", CRC_DIGESTS)
+@pytest.mark.parametrize("ledger", LEDGERS, ids=["v1", "v2"])
+def test_a_message_of_equal_entries_checks_out_with_one_crc(ledger, digest_type):
+    """The one-call check of a message (checksum._rows_check_out) accepts valid messages of any count
+    and size, and refuses a flip of any byte a digest covers (header, stored digest, payload) in any entry."""
+    from bookie.proto.checksum import _rows_check_out
+    dm = DigestManager(ledger, b"pw", digest_type)
+    crc = crc32c.crc32c if digest_type is DigestType.CRC32C else zlib.crc32
+    for count, size, seed in ((16, 1, 1), (17, 100, 2), (300, 1024, 3), (64, 4093, 4)):
+        _, rows = _equal_message(dm, count, size, seed)
+        assert _rows_check_out(crc, rows, dm.header_len, dm.mac_length)
+    blob, rows = _equal_message(dm, 20, 60, 5)
+    for entry in (0, 7, 19):
+        for at in range(entry_format.FRAME_LEN, rows.shape[1]):
+            damaged = rows.copy()
+            damaged[entry, at] ^= 0x10
+            assert not _rows_check_out(crc, damaged, dm.header_len, dm.mac_length), (entry, at)
+    two = rows.copy()  # the same flip in two entries does not cancel out
+    two[3, -1] ^= 1
+    two[4, -1] ^= 1
+    assert not _rows_check_out(crc, two, dm.header_len, dm.mac_length)
+    ids, _, _, bad = dm.verify_spans(two.tobytes())
+    assert bad == [43, 44] and len(ids) == 18
+
+
+def test_a_widened_crc32_with_a_high_half_fails_the_message_check():
+    dm = DigestManager(LEDGERS[0], b"pw", DigestType.CRC32)
+    blob, rows = _equal_message(dm, 20, 50, 6)
+    damaged = rows.copy()
+    damaged[9, entry_format.FRAME_LEN + dm.header_len] = 1  # the widened long's high half, entry 49
+    ids, _, _, bad = dm.verify_spans(damaged.tobytes())
+    assert bad == [49] and 49 not in ids.tolist()
