@@ -226,12 +226,13 @@ class DigestManager:
         ``rows``: the framed entries as a matrix, where they are all of one size."""
         n, hl, ml = len(start), self.header_len, self.mac_length
         if self.digest_type in (DigestType.CRC32C, DigestType.CRC32):
-            crc = _crc32c.crc32c if self.digest_type is DigestType.CRC32C else zlib.crc32
-            data = np.frombuffer(blob, dtype=np.uint8)
-            stored = data[(start + hl + (ml - 4))[:, None] + np.arange(4)].copy().view(">u4").ravel()
+            crc = _CRC[self.digest_type]
             if rows is not None and n >= _MIN_MESSAGE_CHECK and _rows_check_out(crc, rows, hl, ml):
                 return np.ones(n, dtype=bool)
-            if rows is not None:  # (a message that failed the check above: find the entries that fail)
+            # Entry by entry: entries of mixed sizes, few of them, or a message that failed the check above.
+            data = np.frombuffer(blob, dtype=np.uint8)
+            stored = data[(start + hl + (ml - 4))[:, None] + np.arange(4)].copy().view(">u4").ravel()
+            if rows is not None:
                 at = entry_format.FRAME_LEN
                 computed = np.fromiter(map(crc, rows[:, at + hl + ml:], map(crc, rows[:, at: at + hl])),
                                        dtype=np.uint32, count=n)
@@ -276,13 +277,13 @@ def _rows_check_out(crc, rows: np.ndarray, header_len: int, mac_length: int) -> 
     payload's CRC? Only CRC digests (CRC32C, CRC32 widened to 8 bytes: its high half must be zero)."""
     at = entry_format.FRAME_LEN
     digest_end = at + header_len + mac_length
+    if mac_length == 8 and rows[:, at + header_len: digest_end - 4].any():
+        return False
     n, payload_len = rows.shape[0], rows.shape[1] - digest_end
     blocks = np.empty((n, header_len + payload_len + 4), dtype=np.uint8)
     blocks[:, :header_len] = rows[:, at: at + header_len]
     blocks[:, header_len: header_len + payload_len] = rows[:, digest_end:]
     blocks[:, header_len + payload_len:] = rows[:, digest_end - 4: digest_end][:, ::-1]  # stored big-endian
-    if mac_length == 8 and rows[:, at + header_len: digest_end - 4].any():
-        return False
     return crc(blocks) == _valid_blocks_crc(crc, n, blocks.shape[1])
 
 

@@ -6,6 +6,7 @@ import uuid
 import zlib
 
 import crc32c
+import numpy as np
 import pytest
 
 from bookie.exceptions import BKDigestMatchException
@@ -158,12 +159,11 @@ def test_verify_spans_leaves_the_payloads_in_the_blob(digest_type, sizes):
 CRC_DIGESTS = [DigestType.CRC32C, DigestType.CRC32]
 
 
-def _equal_message(dm: DigestManager, count: int, size: int, seed: int) -> tuple[bytes, "np.ndarray"]:
-    import numpy as np
+def _equal_message(dm: DigestManager, count: int, size: int, seed: int) -> np.ndarray:
+    """Entries 40.. of random payloads of one size, framed; one row per entry."""
     rng = np.random.default_rng(seed)
-    payloads = [rng.bytes(size) for _ in range(count)]
-    blob, _ = dm.build_framed(40, 39, 0, payloads)
-    return blob, np.frombuffer(blob, dtype=np.uint8).reshape(count, -1)
+    blob, _ = dm.build_framed(40, 39, 0, [rng.bytes(size) for _ in range(count)])
+    return np.frombuffer(blob, dtype=np.uint8).reshape(count, -1)
 
 
 @pytest.mark.parametrize("digest_type", CRC_DIGESTS)
@@ -175,9 +175,9 @@ def test_a_message_of_equal_entries_checks_out_with_one_crc(ledger, digest_type)
     dm = DigestManager(ledger, b"pw", digest_type)
     crc = crc32c.crc32c if digest_type is DigestType.CRC32C else zlib.crc32
     for count, size, seed in ((16, 1, 1), (17, 100, 2), (300, 1024, 3), (64, 4093, 4)):
-        _, rows = _equal_message(dm, count, size, seed)
+        rows = _equal_message(dm, count, size, seed)
         assert _rows_check_out(crc, rows, dm.header_len, dm.mac_length)
-    blob, rows = _equal_message(dm, 20, 60, 5)
+    rows = _equal_message(dm, 20, 60, 5)
     for entry in (0, 7, 19):
         for at in range(entry_format.FRAME_LEN, rows.shape[1]):
             damaged = rows.copy()
@@ -193,8 +193,7 @@ def test_a_message_of_equal_entries_checks_out_with_one_crc(ledger, digest_type)
 
 def test_a_widened_crc32_with_a_high_half_fails_the_message_check():
     dm = DigestManager(LEDGERS[0], b"pw", DigestType.CRC32)
-    blob, rows = _equal_message(dm, 20, 50, 6)
-    damaged = rows.copy()
+    damaged = _equal_message(dm, 20, 50, 6).copy()
     damaged[9, entry_format.FRAME_LEN + dm.header_len] = 1  # the widened long's high half, entry 49
     ids, _, _, bad = dm.verify_spans(damaged.tobytes())
     assert bad == [49] and 49 not in ids.tolist()
