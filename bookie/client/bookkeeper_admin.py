@@ -1,10 +1,15 @@
 """Manual recovery and decommission (BookKeeper's BookKeeperAdmin; README "When a bookie dies").
 
-``recover_bookie_data``: for each ledger with a fragment on a lost bookie, open it without recovery; if
-it is still open and its last ensemble has a lost bookie, open it with recovery (fence + close) unless
-open ledgers are skipped; then copy every fragment naming a lost bookie, the last one included, to
-replacements (LedgerFragmentReplicator). Unlike the LedgerChecker, which only copies what it finds
-missing, the operator names the bookies: their whole share is copied whether they answer or not.
+``recover_bookie_data``: for each ledger with a fragment on a lost bookie, take its under-replication
+lock (the one replication workers take, waiting up to ``lock_wait`` seconds while a worker holds it),
+open it without recovery (its metadata as it is now, under the lock); if it is still open and its last
+ensemble has a lost bookie, open it with recovery (fence + close) unless open ledgers are skipped; then
+copy every fragment naming a lost bookie, the last one included, to replacements
+(LedgerFragmentReplicator, the workers' code path), and release the lock after the ensemble updates.
+Under the lock no worker copies the same fragment elsewhere, and no bookie's GC deletes the copy being
+made as over-replicated; a ledger a worker fixed meanwhile has nothing left to copy. Unlike the
+LedgerChecker, which only copies what it finds missing, the operator names the bookies: their whole
+share is copied whether they answer or not.
 
 ``decommission``: the bookie must be down; its ledgers are marked under-replicated (by the auditor, or
 here), and the caller waits until neither ledger metadata nor an urL node names it.
@@ -12,6 +17,8 @@ here), and the caller waits until neither ledger metadata nor an urL node names 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
@@ -26,6 +33,10 @@ from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationMa
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0  # between looks at the metadata while a decommission waits (an operator's wait)
+# How long a recovery waits for a replication worker to release a ledger: a worker holds it while it copies,
+# through openLedgerRereplicationGracePeriod and through its backoff after a failure, which reaches
+# lockReleaseOfFailedLedgerGracePeriod (300 s by default).
+LOCK_WAIT_SECONDS = 300.0
 
 
 @dataclass
@@ -66,10 +77,12 @@ def share_size(fragment: LedgerFragment, write_quorum: int) -> int:
 
 
 class BookKeeperAdmin:
-    def __init__(self, bk):
+    def __init__(self, bk, lock_wait: float | None = LOCK_WAIT_SECONDS):
         self.bk = bk
         self.store = bk.store
         self.replicator = LedgerFragmentReplicator(bk, bk.conf.maxBatchEntries)
+        self.lock_wait = lock_wait  # seconds; None: as long as a worker holds the ledger
+        self._replication: LedgerUnderreplicationManager | None = None  # made when first needed
 
     # -- which ledgers ---------------------------------------------------------------------------------
     def ledgers_on(self, bookies: Iterable[str], scope_id: int | None = None) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
@@ -91,17 +104,37 @@ class BookKeeperAdmin:
             targets = [(ledger, md)] if any(lost & set(e) for _, e in md.ensembles) else []
         else:
             targets = list(self.ledgers_on(lost))
-        for lid, md in targets:
-            result = self.recover_ledger(lid, md, lost, dry_run, skip_open)
+        for lid, _ in targets:
+            result = self.recover_ledger(lid, lost, dry_run, skip_open)
             report.ledgers.append(result)
             if on_ledger is not None:
                 on_ledger(result)
         return report
 
-    def recover_ledger(self, ledger: LedgerId, md: LedgerMetadata, lost: set[str], dry_run: bool,
-                       skip_open: bool) -> LedgerRecovery:
+    def recover_ledger(self, ledger: LedgerId, lost: set[str], dry_run: bool, skip_open: bool) -> LedgerRecovery:
+        """Recover one ledger under its under-replication lock (a dry run changes nothing and takes none)."""
         result = LedgerRecovery(ledger)
+        if dry_run:
+            return self._recover(result, lost, dry_run, skip_open)
         try:
+            manager = self._replication_manager()
+            if not manager.acquire_underreplicated_ledger(ledger, self.lock_wait):
+                holder = manager.lock_holder(ledger) or "a replication worker"
+                result.error = (f"{holder} held it for more than {self.lock_wait:.0f} s (it is re-replicating the "
+                                "ledger, or backing off after a failure); run recover again once it is released")
+                return result
+        except BKException as exc:
+            result.error = f"could not take its under-replication lock: {exc}"
+            return result
+        try:
+            return self._recover(result, lost, dry_run, skip_open)
+        finally:
+            manager.release_underreplicated_ledger(ledger)
+
+    def _recover(self, result: LedgerRecovery, lost: set[str], dry_run: bool, skip_open: bool) -> LedgerRecovery:
+        ledger = result.ledger
+        try:
+            md = self.store.read_ledger(ledger).value  # as it is now: a worker may have fixed it meanwhile
             handle = self.bk.open_ledger(ledger, md.password, recovery=False, scope_id=ledger.scope_id)
             md = handle.metadata
             if not md.is_closed and lost & set(md.ensembles[-1][1]):
@@ -124,6 +157,12 @@ class BookKeeperAdmin:
             result.error = str(exc)
         return result
 
+    def _replication_manager(self) -> LedgerUnderreplicationManager:
+        if self._replication is None:
+            self._replication = LedgerUnderreplicationManager(
+                self.store, f"recover@{socket.gethostname()}:{os.getpid()}")
+        return self._replication
+
     @staticmethod
     def _fragments(handle, lost: set[str]) -> list[LedgerFragment]:
         """Fragments of the handle's ledger naming a lost bookie; an open last one ends at the LAC."""
@@ -143,7 +182,7 @@ class BookKeeperAdmin:
 
     def mark_underreplicated(self, bookie: str) -> int:
         """Mark the ledgers on ``bookie`` (every scope) under-replicated as the auditor would; how many."""
-        manager = LedgerUnderreplicationManager(self.store)
+        manager = self._replication_manager()
         count = 0
         for ledger, _ in self.ledgers_on([bookie]):
             manager.mark_ledger_underreplicated(ledger, [bookie])
@@ -153,7 +192,7 @@ class BookKeeperAdmin:
     def references(self, bookie: str) -> tuple[list[LedgerId], list[LedgerId]]:
         """Ledgers whose metadata names ``bookie``, and ledgers whose urL node lists it as missing."""
         in_metadata = [ledger for ledger, _ in self.ledgers_on([bookie])]
-        manager = LedgerUnderreplicationManager(self.store)
+        manager = self._replication_manager()
         marked = [u.ledger for u in manager.list_underreplicated(lambda replicas: bookie in replicas)]
         return in_metadata, marked
 

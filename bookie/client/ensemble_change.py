@@ -3,7 +3,8 @@
 A bookie error or timeout marks the bookie failed in the handle's outboxes and starts the change
 (``EnsembleChange.start``, lock held). One change runs at a time on the client's executor: the failed
 bookies are replaced, a new fragment starts at LAC+1 (a metadata compare-and-set, re-read and retried
-on conflict; in memory only while recovering), and every pending entry of that fragment is (re)sent to
+on conflict; while recovering, in memory and in ``from_recovery``, which the recovery's close applies
+to the fresh metadata), and every pending entry of that fragment is (re)sent to
 the replacement. While it runs (``running``) the handle completes nothing, so an entry is never
 acknowledged with a copy on a bookie the metadata no longer names. Metadata found IN_RECOVERY or
 CLOSED, too many changes, or no replacement stops the writer.
@@ -34,6 +35,9 @@ class EnsembleChange:
         self.lh = lh
         self.running = False
         self.changes = 0  # counted against maxNumEnsembleChanges
+        # A recovering handle's new fragments, first entry -> ensemble (ReadOnlyLedgerHandle's
+        # newEnsemblesFromRecovery): all the recovery may write into the metadata besides closing it.
+        self.from_recovery: dict[int, tuple[str, ...]] = {}
 
     def start(self) -> None:
         """Run the change on the client's executor unless one is running (caller holds the handle's lock)."""
@@ -87,6 +91,8 @@ class EnsembleChange:
         """The new fragment in the metadata (MetadataUpdateLoop); in memory only while recovering."""
         lh = self.lh
         if lh.recovery:
+            self.from_recovery = {first: bookies for first, bookies in self.from_recovery.items() if first < start}
+            self.from_recovery[start] = new
             return Versioned(lh._versioned.value.with_ensemble(start, new), lh._versioned.version)
 
         def transform(md: LedgerMetadata) -> LedgerMetadata:

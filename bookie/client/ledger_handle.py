@@ -101,6 +101,11 @@ class LedgerHandle(Handle):
         return self._error
 
     @property
+    def recovery_ensembles(self) -> dict[int, tuple[str, ...]]:
+        """A recovering handle's new fragments (first entry -> ensemble), for the recovery's close."""
+        return dict(self._ensemble_change.from_recovery)
+
+    @property
     def pending_adds(self) -> int:
         """Entries appended and not yet acknowledged or failed: at most ``maxPendingAdds``; an append
         that would go past it blocks until acknowledgements make room (back-pressure)."""

@@ -9,8 +9,10 @@
    step 4: a replacement has none of the old entries, and its "nothing here" would end the ledger early.
 4. Re-add each entry found with RECOVERY_ADD to its write quorum (bookie failures change the
    ensemble in memory), in add messages no larger than a bookie takes.
-5. CAS IN_RECOVERY -> CLOSED with the last entry, length and the new fragments. If another client
-   closed it first, its metadata is the answer: both recoveries end with the same last entry.
+5. CAS IN_RECOVERY -> CLOSED with the last entry, length and the fragments step 4 started, applied to
+   the metadata as read afresh, never a stale copy over it (a replicator may have replaced a bookie of
+   an earlier fragment meanwhile). If another client closed it first, its metadata is the answer: both
+   recoveries end with the same last entry.
 """
 from __future__ import annotations
 
@@ -68,7 +70,8 @@ def recover(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], password
         handle.close()
     log.info("ledger %s recovered: last entry %d (fence LAC %d, %d entries re-added)", ledger,
              handle.last_add_confirmed, fenced.lac, handle.last_add_confirmed - lac)
-    return _close_recovered(bk, ledger, versioned, handle.metadata, handle.last_add_confirmed, handle.confirmed_length)
+    return _close_recovered(bk, ledger, versioned, handle.recovery_ensembles, handle.last_add_confirmed,
+                            handle.confirmed_length)
 
 
 def _mark_in_recovery(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata]) -> Versioned[LedgerMetadata]:
@@ -88,16 +91,18 @@ def _length_at(reader: LedgerReader, md: LedgerMetadata, lac: int) -> int:
                                             f"(its LAC): {exc}") from None
 
 
-def _close_recovered(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], recovered: LedgerMetadata,
+def _close_recovered(bk, ledger: LedgerId, versioned: Versioned[LedgerMetadata], from_recovery: dict[int, tuple[str, ...]],
                      last_entry: int, length: int) -> Versioned[LedgerMetadata]:
-    """IN_RECOVERY -> CLOSED with the fragments added while recovering; a ledger closed meanwhile by
-    another recovery keeps that recovery's answer (both found the same last entry)."""
+    """IN_RECOVERY -> CLOSED, applying only this recovery's own change to the fresh metadata: the state,
+    last entry and length, and the fragments it started (``from_recovery``). Earlier fragments stay as
+    the fresh copy has them: a replicator may have replaced a lost bookie of one meanwhile. A ledger
+    closed meanwhile by another recovery keeps that recovery's answer (both found the same last entry)."""
     def close(md: LedgerMetadata) -> LedgerMetadata:
-        closed = md
-        for first, bookies in recovered.ensembles:  # fragments added while recovering
-            if dict(md.ensembles).get(first) != bookies:
-                closed = closed.with_ensemble(first, bookies)
-        return closed.with_state(LedgerState.CLOSED, last_entry, length)
+        try:
+            recovered = md.with_recovery_ensembles(from_recovery)
+        except ValueError as exc:
+            raise BKLedgerRecoveryException(f"recovery of ledger {ledger} cannot close it: {exc}") from None
+        return recovered.with_state(LedgerState.CLOSED, last_entry, length)
 
     versioned = update_ledger_metadata(bk.store, ledger, versioned, lambda md: not md.is_closed, close,
                                        doubt_window(bk.conf))

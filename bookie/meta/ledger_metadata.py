@@ -78,6 +78,22 @@ class LedgerMetadata:
         kept = tuple(e for e in self.ensembles if e[0] < first_entry_id)
         return replace(self, ensembles=kept + ((first_entry_id, tuple(bookies)),))
 
+    def with_recovery_ensembles(self, new: dict[int, tuple[str, ...]]) -> "LedgerMetadata":
+        """The fragments a recovery started (first entry -> ensemble) applied to this, the fresh copy
+        (BookKeeper's closeRecovered): one starting at the last fragment's first entry replaces that
+        fragment's ensemble, later ones are appended, and no earlier fragment is touched: a replicator
+        may have replaced a bookie of one meanwhile. ValueError for one that starts earlier: nobody adds
+        fragments to a ledger in recovery but the recovery itself."""
+        last = self.ensembles[-1][0]
+        ensembles = self.ensembles
+        for first, bookies in sorted(new.items()):
+            if first < last:
+                raise ValueError(f"a fragment from entry {first} made in recovery starts before the last fragment "
+                                 f"({last}) of the metadata: the ledger was changed while it was in recovery")
+            kept = ensembles[:-1] if first == ensembles[-1][0] else ensembles
+            ensembles = kept + ((first, tuple(bookies)),)
+        return replace(self, ensembles=ensembles)
+
     def custom(self) -> dict[str, bytes]:
         return dict(self.custom_metadata)
 

@@ -279,22 +279,54 @@ class LedgerUnderreplicationManager:
                         return None
                     self._changed.wait(remaining)
 
-    def _try_lock(self, ledger: LedgerId, node: str) -> bool:
+    def _create_lock(self, ledger: LedgerId) -> bool:
+        """Create the ledger's ephemeral lock node; False if someone (or this process) holds it."""
         with self._held_lock:
             if ledger in self._held:
-                return False  # ours already (another thread of this worker has it)
-        lock = layout.under_replication_lock_path(ledger)
+                return False  # ours already (another thread of this process has it)
         try:
-            self.store.create_node(lock, text_format.MessageToString(LockDataFormat(bookieId=self.worker_id)).encode(),
+            self.store.create_node(layout.under_replication_lock_path(ledger),
+                                   text_format.MessageToString(LockDataFormat(bookieId=self.worker_id)).encode(),
                                    ephemeral=True)
         except BKMetadataVersionException:
             return False  # another worker holds it
+        return True
+
+    def _try_lock(self, ledger: LedgerId, node: str) -> bool:
+        if not self._create_lock(ledger):
+            return False
+        lock = layout.under_replication_lock_path(ledger)
         found = self.store.read_node(node)
         if found is None:  # replicated between our listing and our lock
             self.store.delete_node(lock)
             return False
         with self._held_lock:
             self._held[ledger] = found.version
+        return True
+
+    def acquire_underreplicated_ledger(self, ledger: LedgerId | int, timeout: float | None = 0.0) -> bool:
+        """Take the ledger's lock whether or not it is marked (BookKeeper's acquireUnderreplicatedLedger):
+        the GC's over-replication check and manual recovery hold it, so that no replication worker
+        changes the ledger's ensembles meanwhile, and they none of a worker's. While another holds it,
+        wait up to ``timeout`` seconds (None: for as long as it takes) for its release; False if it is
+        still held then. ``release_underreplicated_ledger`` drops it."""
+        ledger = LedgerId.coerce(ledger)
+        lock = layout.under_replication_lock_path(ledger)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._create_lock(ledger):
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            released = threading.Event()
+            stop = self.store.watch_node(lock, lambda v: released.set() if v is None else None)
+            try:
+                if not released.wait(remaining):
+                    return False
+            finally:
+                stop()
+        found = self.store.read_node(layout.under_replicated_ledger_path(ledger))
+        with self._held_lock:
+            self._held[ledger] = -1 if found is None else found.version
         return True
 
     def release_underreplicated_ledger(self, ledger: LedgerId | int) -> None:

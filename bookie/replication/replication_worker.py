@@ -3,7 +3,8 @@ them back to full replication.
 
 One round (``rereplicate``): lock a marked ledger (LedgerUnderreplicationManager), open it without
 recovery, find its under-replicated fragments (LedgerChecker), copy each closed one
-(LedgerFragmentReplicator), then mark the ledger replicated. Beyond the copy:
+(LedgerFragmentReplicator), check the ledger again on its new metadata, and mark it replicated only if
+nothing is left (otherwise it is released as after a failure). Beyond the copy:
 
 - an open last fragment with a missing bookie: the lock is kept for ``openLedgerRereplicationGracePeriod``
   (the writer may still replace the bookie itself); if it is still missing then, the ledger is opened
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from bookie.client.ledger_checker import LedgerChecker
 from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator, Progress
 from bookie.exceptions import (BKException, BKMetadataVersionException, BKNoSuchLedgerExistsException,
-                               BKUnrecoverableEntriesException)
+                               BKReplicationException, BKUnrecoverableEntriesException)
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_underreplication_manager import (COPYING, FAILED, UNRECOVERABLE, WAITING_GRACE_PERIOD,
                                                          LedgerUnderreplicationManager, ReplicationState)
@@ -147,14 +148,27 @@ class ReplicationWorker:
             log.info("ledger %s was deleted; nothing to re-replicate", ledger)
             return True
         fragments = self.checker.check_ledger(handle)
-        for fragment in sorted((f for f in fragments if f.closed), key=lambda f: f.first):
+        closed = sorted((f for f in fragments if f.closed), key=lambda f: f.first)
+        for fragment in closed:
             self._set_state(ledger, COPYING, f"copying {fragment}", fragment=f"{fragment.first}..{fragment.last}",
                             progress=0.0)
             self.replicator.on_progress = lambda p: self._progress(ledger, p)
             self.replicator.replicate(handle, fragment)
         if any(not f.closed for f in fragments):
             return self._open_fragment(ledger, handle)
+        if closed:
+            self._check_again(ledger, handle.metadata.password)
         return True
+
+    def _check_again(self, ledger: LedgerId, password: bytes) -> None:
+        """After the copies, the ledger is checked afresh on its new metadata (BookKeeper's ReplicationWorker):
+        a replacement that died right after acknowledging its copy leaves the ledger marked, for a later
+        round, instead of being missed until the next audit."""
+        handle = self.bk.open_ledger(ledger, password, recovery=False)
+        left = self.checker.check_ledger(handle)
+        if left:
+            raise BKReplicationException(f"ledger {ledger} is still under-replicated after its copy: "
+                                         + "; ".join(str(f) for f in sorted(left, key=lambda f: f.first)))
 
     def _open_fragment(self, ledger: LedgerId, handle) -> bool:
         """An open last fragment misses a bookie: hold the lock through the grace period (the writer may

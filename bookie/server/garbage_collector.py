@@ -179,14 +179,19 @@ class GarbageCollectorThread(PeriodicThread):
         """Delete the ledgers the metadata no longer has; returns how many."""
         self._phase("ledgers")
         scan = self.scanner.find_garbage()
-        if not scan.garbage:
-            return 0
-        # The LastLogMark first moves past every journal record of these ledgers, so a crash after the
-        # deletion does not replay their master keys and entries back into existence.
-        self._checkpoint()
-        deleted = self.storage.delete_ledgers(scan.garbage)
-        log.info("GC: deleted %d ledgers the metadata no longer has (of %d stored here, %d ranges listed): %s",
-                 deleted, scan.local, scan.ranges, ", ".join(map(str, scan.garbage[:20])))
+        # Over-replicated ledgers are deleted under their replication locks, so no replicator changes
+        # their ensembles between the check and the deletion.
+        with self.scanner.overreplicated_locked(scan.overreplicated) as overreplicated:
+            doomed = scan.garbage + overreplicated
+            if not doomed:
+                return 0
+            # The LastLogMark first moves past every journal record of these ledgers, so a crash after the
+            # deletion does not replay their master keys and entries back into existence.
+            self._checkpoint()
+            deleted = self.storage.delete_ledgers(doomed)
+        log.info("GC: deleted %d ledgers (%d the metadata no longer has, %d over-replicated; of %d stored here, "
+                 "%d ranges listed): %s", deleted, len(scan.garbage), len(overreplicated), scan.local, scan.ranges,
+                 ", ".join(map(str, doomed[:20])))
         with self._lock:
             self._status.ledgers_deleted += deleted
         return deleted

@@ -12,25 +12,31 @@
    Any error (ConnectionLoss, timeout, a failed listing) aborts the whole comparison: nothing is
    deleted on a partial listing.
 4. ``verifyMetadataOnGC``: each candidate is read again and deleted only on "no such ledger".
-5. Every ``gcOverreplicatedLedgerWaitTime`` (0: never): a CLOSED ledger whose ensembles never include this bookie
-   (AutoRecovery copied it elsewhere) is deleted, unless it is marked under-replicated or a
-   replication worker holds its lock. (BookKeeper takes that lock itself; AutoRecovery is not built
-   yet, so the marker and lock are only checked.)
+5. Every ``gcOverreplicatedLedgerWaitTime`` (0: never), over-replicated ledgers (BookKeeper's
+   removeOverReplicatedLedgers): a CLOSED ledger whose ensembles never include this bookie (a replicator
+   copied its share elsewhere), neither marked under-replicated nor locked, is a candidate. The caller
+   deletes a candidate only inside ``overreplicated_locked``: it takes the ledger's under-replication
+   lock (the one every replicator holds from its copy to its ensemble update), reads the metadata again
+   under it, keeps the lock while the ledger is deleted, then releases it. A replicator that is copying
+   to this bookie, or that finished between the first read and the lock, is never undone.
 
 The deletion itself is the caller's (``clean``): it checkpoints first, then deletes (see
 GarbageCollectorThread).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from bookie.exceptions import BKException, BKNoSuchLedgerExistsOnMetadataServerException
 from bookie.ledger_id import LedgerId
 from bookie.meta import layout
+from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
 from bookie.meta.metadata_store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -55,6 +61,7 @@ class RateLimiter:
 class LedgerScan:
     """The outcome of one comparison."""
     garbage: list[LedgerId] = field(default_factory=list)
+    overreplicated: list[LedgerId] = field(default_factory=list)  # candidates: see overreplicated_locked
     local: int = 0  # ledgers in the local snapshot
     ranges: int = 0  # metadata ranges listed
     aborted: str | None = None  # why nothing may be deleted this pass
@@ -71,6 +78,7 @@ class ScanAndCompareGarbageCollector:
         self.limiter = RateLimiter(conf["gcMetadataOpRateLimit"], stop)
         self.after_snapshot = after_snapshot  # tests hold the scan here (a callable: no setting trips it)
         self._last_overreplicated = time.monotonic()
+        self._replication: LedgerUnderreplicationManager | None = None  # made when first needed
 
     def find_garbage(self) -> LedgerScan:
         """Ledgers stored here that the metadata no longer has (and over-replicated ones, when due)."""
@@ -100,7 +108,7 @@ class ScanAndCompareGarbageCollector:
         # 0 or less turns the check off, as in BookKeeper (enabled only for a positive interval).
         if self.overreplicated_interval > 0 and \
                 time.monotonic() - self._last_overreplicated >= self.overreplicated_interval:
-            scan.garbage += self._overreplicated(present)
+            scan.overreplicated = self._overreplicated(present)
             self._last_overreplicated = time.monotonic()
         return scan
 
@@ -128,13 +136,13 @@ class ScanAndCompareGarbageCollector:
         return False
 
     def _overreplicated(self, present: list[LedgerId]) -> list[LedgerId]:
-        """CLOSED ledgers whose ensembles never include this bookie. A failed read skips that ledger."""
+        """Candidates: CLOSED ledgers whose ensembles never include this bookie, neither marked nor
+        locked when looked at. A failed read skips that ledger."""
         found = []
         for ledger in present:
             self.limiter.acquire()
             try:
-                metadata = self.store.read_ledger(ledger).value
-                if not metadata.is_closed or any(self.bookie_id in bookies for _, bookies in metadata.ensembles):
+                if not self._not_in_ensembles(self.store.read_ledger(ledger).value):
                     continue
                 if self._being_replicated(ledger):
                     log.info("GC: over-replicated ledger %s is under replication: kept for now", ledger)
@@ -142,11 +150,56 @@ class ScanAndCompareGarbageCollector:
             except BKException as exc:
                 log.warning("GC: over-replication check of ledger %s failed, kept: %s", ledger, exc)
                 continue
-            log.info("GC: ledger %s is CLOSED and no ensemble includes %s: over-replicated, deleted here",
-                     ledger, self.bookie_id)
             found.append(ledger)
         return found
 
+    @contextlib.contextmanager
+    def overreplicated_locked(self, candidates: list[LedgerId]) -> Iterator[list[LedgerId]]:
+        """The candidates still over-replicated, each under its under-replication lock, read again under
+        it; the locks are released when the block (the deletion) ends."""
+        locked: list[LedgerId] = []
+        try:
+            for ledger in candidates:
+                if self._lock_if_still_overreplicated(ledger):
+                    locked.append(ledger)
+            yield list(locked)
+        finally:
+            for ledger in locked:
+                try:
+                    self._replication.release_underreplicated_ledger(ledger)
+                except BKException as exc:  # the lock is ephemeral: it goes with this bookie's session
+                    log.warning("GC: releasing the lock of ledger %s failed: %s", ledger, exc)
+
+    def _lock_if_still_overreplicated(self, ledger: LedgerId) -> bool:
+        try:
+            if self._replication is None:
+                self._replication = LedgerUnderreplicationManager(self.store, self.bookie_id)
+            if not self._replication.acquire_underreplicated_ledger(ledger):
+                log.info("GC: over-replicated ledger %s is locked by a replicator: kept for now", ledger)
+                return False
+        except BKException as exc:
+            log.warning("GC: could not lock over-replicated ledger %s, kept: %s", ledger, exc)
+            return False
+        try:
+            self.limiter.acquire()
+            if self._not_in_ensembles(self.store.read_ledger(ledger).value) and not self._being_marked(ledger):
+                log.info("GC: ledger %s is CLOSED and no ensemble includes %s: over-replicated, deleted here",
+                         ledger, self.bookie_id)
+                return True
+            log.info("GC: ledger %s changed before it was locked (now %s): kept", ledger,
+                     "marked under-replicated" if self._being_marked(ledger) else "in an ensemble of this bookie")
+        except BKException as exc:
+            log.warning("GC: over-replication check of ledger %s under its lock failed, kept: %s", ledger, exc)
+        self._replication.release_underreplicated_ledger(ledger)
+        return False
+
+    def _not_in_ensembles(self, metadata: LedgerMetadata) -> bool:
+        """CLOSED (an open ledger's ensembles may still change) and no ensemble names this bookie."""
+        return metadata.is_closed and not any(self.bookie_id in bookies for _, bookies in metadata.ensembles)
+
+    def _being_marked(self, ledger: LedgerId) -> bool:
+        return self.store.read_node(layout.under_replicated_ledger_path(ledger)) is not None
+
     def _being_replicated(self, ledger: LedgerId) -> bool:
-        return any(self.store.read_node(path) is not None for path in
-                   (layout.under_replicated_ledger_path(ledger), layout.under_replication_lock_path(ledger)))
+        return self._being_marked(ledger) or \
+            self.store.read_node(layout.under_replication_lock_path(ledger)) is not None

@@ -18,7 +18,7 @@ from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto import availability, entry_format, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto.checksum import DigestManager, generate_master_key
-from tests.helpers.held_journal_bookie import restart_with_held_journal
+from tests.helpers.held_bookie import restart_held
 from tests.helpers.waiting import wait_for
 
 PASSWORD = b"pw"
@@ -256,7 +256,7 @@ def test_a_burst_past_the_journal_queue_gets_too_many_requests(cluster, tmp_path
     adds) fills behind it however fast the machine is: the rest of the burst is refused at the door."""
     queue_size = 4
     c = cluster(1, journalQueueSize=queue_size, journalMaxGroupWaitMSec=50)
-    hold = restart_with_held_journal(c, 0, tmp_path / "control", "write")
+    hold = restart_held(c, 0, tmp_path / "control", "write")
     client = BookieClient(c.bookies[0].bookie_id, address=c.bookies[0].grpc_address)
     try:
         ledger = LedgerId(0, 19)

@@ -26,7 +26,7 @@ from bookie.server.journal import LogMark
 from bookie.server.last_log_mark import read_last_mark
 from tests.helpers.disk_faults import flip_byte
 from tests.helpers.engine_ops import PASSWORD, engine_settings, payload, run_then_sigkill
-from tests.helpers.held_journal_bookie import restart_with_held_journal
+from tests.helpers.held_bookie import restart_held
 from tests.helpers.journal_files import KEY, LEDGER, entries_present, group_ends, journal_with_groups
 from tests.helpers.waiting import wait_for
 
@@ -145,7 +145,7 @@ def _answer(send) -> str:
 def test_bookie_whose_journal_fsync_fails_acknowledges_nothing_more_and_exits(cluster, tmp_path):
     c = cluster(1)
     b = c.bookies[0]
-    hold = restart_with_held_journal(c, 0, tmp_path / "control", "fsync")  # c.stop() still stops it by PID
+    hold = restart_held(c, 0, tmp_path / "control", "fsync")  # c.stop() still stops it by PID
     client = BookieClient(b.bookie_id, timeout=30, address=b.grpc_address)
     try:
         for eid in range(5):

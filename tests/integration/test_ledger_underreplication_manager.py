@@ -203,3 +203,21 @@ def test_a_waiting_worker_wakes_for_a_scoped_mark(metadata_store, second_session
     auditor.mark_ledger_underreplicated(LedgerId(3, 1), ["lost"])
     waiter.join()
     assert got == [LedgerId(3, 1)]
+
+
+def test_acquire_locks_a_ledger_marked_or_not_excludes_workers_and_waits_for_a_release(metadata_store, second_session):
+    gc = LedgerUnderreplicationManager(metadata_store, "bookie-1")
+    worker = LedgerUnderreplicationManager(second_session, "worker")
+    assert gc.acquire_underreplicated_ledger(31)  # not marked: locked all the same (BookKeeper's acquire)
+    assert worker.lock_holder(31) == "bookie-1"
+    assert not worker.acquire_underreplicated_ledger(31, timeout=0.0)
+    gc.mark_ledger_underreplicated(31, ["lost"])
+    assert worker.get_ledger_to_rereplicate(timeout=0.5) is None  # held: no worker takes it
+    waited = []
+    waiter = threading.Thread(target=lambda: waited.append(worker.acquire_underreplicated_ledger(31, timeout=DEADLINE)))
+    waiter.start()
+    gc.release_underreplicated_ledger(31)
+    waiter.join()
+    assert waited == [True] and worker.lock_holder(31) == "worker"
+    worker.release_underreplicated_ledger(31)
+    assert worker.get_ledger_to_rereplicate(timeout=DEADLINE) == LedgerId(0, 31)

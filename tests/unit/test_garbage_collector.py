@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from bookie.exceptions import (BKNoSuchLedgerExistsOnMetadataServerException, BKZKConnectionLossException,
-                               EntryLogCorruptedException, NoLedgerException)
+from bookie.exceptions import (BKMetadataVersionException, BKNoSuchLedgerExistsOnMetadataServerException,
+                               BKZKConnectionLossException, EntryLogCorruptedException, NoLedgerException)
 from bookie.ledger_id import MAX_ID, LedgerId
 from bookie.meta import layout
 from bookie.meta.ledger_metadata import LedgerState
@@ -32,6 +32,7 @@ class FakeStore:
         self.hidden: set[LedgerId] = set()  # readable but missing from listings (a lagging listing)
         self.fail_after: int | None = None  # ranges listed before ConnectionLoss
         self.nodes: set[str] = set()
+        self.created: list[str] = []
         self.syncs = 0
 
     def add(self, ledger: LedgerId, **changes) -> None:
@@ -60,6 +61,19 @@ class FakeStore:
 
     def read_node(self, path: str):
         return Versioned(b"", 0) if path in self.nodes else None
+
+    def create_node(self, path: str, data: bytes, ephemeral: bool = False) -> str:
+        """The under-replication layout and locks the over-replication check creates."""
+        if path in self.nodes:
+            raise BKMetadataVersionException(f"{path} exists already")
+        self.nodes.add(path)
+        self.created.append(path)
+        return path
+
+    def delete_node(self, path: str) -> bool:
+        found = path in self.nodes
+        self.nodes.discard(path)
+        return found
 
 
 @pytest.fixture
@@ -187,6 +201,10 @@ def test_over_replicated_only_closed_and_absent_from_every_ensemble(engine):
     gc.run_once()
     assert {ledger: bookie.storage.ledger_exists(ledger) for ledger in cases} == {
         ledger: stays for ledger, (_, stays) in cases.items()}
+    # Deleted under its replication lock, released afterwards; the worker's lock is left alone.
+    assert layout.under_replication_lock_path(1) in store.created
+    assert layout.under_replication_lock_path(1) not in store.nodes
+    assert layout.under_replication_lock_path(6) in store.nodes
     assert layout.under_replicated_ledger_path(5) == "underreplication/ledgers/0000/0000/0000/0005/urL0000000005"
 
 

@@ -50,3 +50,14 @@ def test_service_uri():
     for bad in ("", "http://h:1/ledgers", "zk://h:1", "zk://h/ledgers", "zk+weird://h:1/x"):
         with pytest.raises(ValueError, match="expected zk://host:port"):
             MetadataServiceUri.parse(bad)
+
+
+def test_a_recoverys_fragments_apply_to_the_fresh_metadata_without_touching_earlier_ones():
+    """BookKeeper's closeRecovered: a fragment from the last one's first entry replaces its ensemble,
+    later ones are appended, earlier fragments stay as the fresh copy has them."""
+    fresh = metadata(ensembles=((0, ("fixed", "b")), (10, ("c", "d")), (15, ("e", "f"))))
+    closed = fresh.with_recovery_ensembles({15: ("g", "f"), 18: ("g", "h")})
+    assert closed.ensembles == ((0, ("fixed", "b")), (10, ("c", "d")), (15, ("g", "f")), (18, ("g", "h")))
+    assert fresh.with_recovery_ensembles({}).ensembles == fresh.ensembles
+    with pytest.raises(ValueError, match="starts before the last fragment"):
+        fresh.with_recovery_ensembles({10: ("x", "d")})
