@@ -11,6 +11,13 @@ One compaction of log ``O`` into a new log ``N`` (ids from the entry logger's se
    again meanwhile keeps its newer location) and flushed durably;
 4. ``O`` is deleted, then ``N`` gets its final name ``<N>.log``.
 
+Live entries are found in the index, not by scanning ``O``: for each ledger of ``O``'s metadata, the
+index pages the ledger stores are read one at a time (``LedgerCache.stored_pages``: its cached pages and
+the data regions of its index file; holes, such as the 134 million pages below an entry id 2^37-1,
+cost nothing) and only the rows whose location lies in ``O`` are kept. The cost follows the pages a
+ledger stores, never its last entry id, and memory is one page plus the live rows. Step 3 looks the
+current locations of the copies' entries up on their own pages only (``LedgerCache.get_sorted``).
+
 ``O`` is deleted *before* the final rename (BookKeeper renames first): a crash between the two then
 leaves ``.compacted``, which recovery finishes, instead of an ``O.log`` that nothing marks as
 compacted and that would stay behind as a second copy of its live entries.
@@ -193,29 +200,36 @@ class TransactionalEntryLogCompactor:
             return old_size - new_size
 
     def _live_entries(self, old_id: int, ledgers: Iterable[LedgerId]) -> _LiveEntries:
-        """Entries of ``ledgers`` whose index location is a record of log ``old_id``."""
+        """Entries of ``ledgers`` whose index location is a record of log ``old_id``: the index pages each
+        ledger stores are read one at a time (holes cost nothing), and only their rows that point into the
+        log are kept."""
+        cache = self.storage.cache
+        per = cache.entries_per_page
         kept: list[LedgerId] = []
-        idx, ids, offs = [], [], []
+        rows, ids, offs = [], [], []  # per page with live rows: its ledger's row in ``kept``, ids, offsets
         with self.storage.lock:
             for ledger in ledgers:
                 state = self.storage.descriptor(ledger)
                 if state is None or state.last_entry_id < 0:
                     continue
-                locs = self.storage.cache.get_range(ledger, 0, state.last_entry_id)
-                # An empty slot (location 0: a striped ledger's entry held by another bookie) is no record
-                # of log 0; a real location is never 0, it lies past the log's header.
-                here = np.flatnonzero(((locs >> 32) == old_id) & (locs != 0))
-                if len(here):
-                    idx.append(np.full(len(here), len(kept), dtype=np.int64))
-                    ids.append(here)
-                    offs.append(locs[here] & 0xFFFFFFFF)
+                for page_no, slots in cache.stored_pages(ledger, state.last_entry_id):
+                    here = ((slots >> 32) == old_id).nonzero()[0]
+                    if old_id == 0:  # an empty slot (location 0: a striped ledger's entry held by another
+                        # bookie) is no record of log 0; a real location is never 0, it lies past the header
+                        here = here[slots[here] != 0]
+                    if len(here):
+                        rows.append(len(kept))
+                        ids.append(here + page_no * per)
+                        offs.append(slots[here] & 0xFFFFFFFF)
+                if rows and rows[-1] == len(kept):
                     kept.append(ledger)
         if not kept:
             empty = np.zeros(0, dtype=np.int64)
             return _LiveEntries([], empty, empty, empty)
         offsets = np.concatenate(offs)
         order = np.argsort(offsets, kind="stable")
-        return _LiveEntries(kept, np.concatenate(idx)[order], np.concatenate(ids)[order], offsets[order])
+        ledger_index = np.repeat(np.array(rows, dtype=np.int64), [len(part) for part in ids])
+        return _LiveEntries(kept, ledger_index[order], np.concatenate(ids)[order], offsets[order])
 
     def _copy(self, old_path: str, new_path: str, live: _LiveEntries) -> tuple[np.ndarray, int]:
         """Write the live records to ``new_path`` as a finished, fsynced entry log; returns the records'
@@ -333,13 +347,16 @@ class TransactionalEntryLogCompactor:
         self._step("done")
 
     def _repoint(self, old_id: int, groups: dict[LedgerId, tuple[np.ndarray, np.ndarray]]) -> None:
-        """Point each entry still located in ``old_id`` at its copy (caller holds the storage lock)."""
+        """Point each entry still located in ``old_id`` at its copy (caller holds the storage lock). The
+        current locations are looked up on the pages the entries fall on, nothing between them."""
         cache = self.storage.cache
         for ledger, (eids, new_locs) in groups.items():
             if self.storage.descriptor(ledger) is None:
                 continue  # deleted meanwhile
-            lo = int(eids.min())
-            current = cache.get_range(ledger, lo, int(eids.max()))[eids - lo]
+            if (eids[1:] < eids[:-1]).any():  # in the log's order: to id order, for lookups page by page
+                order = np.argsort(eids, kind="stable")
+                eids, new_locs = eids[order], new_locs[order]
+            current = cache.get_sorted(ledger, eids)
             still = ((current >> 32) == old_id) & (current != 0)
             if still.any():
                 cache.put(ledger, eids[still], new_locs[still])

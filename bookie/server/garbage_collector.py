@@ -236,7 +236,13 @@ class GarbageCollectorThread(PeriodicThread):
 
     def do_compaction(self, force: bool, suspend_major: bool, suspend_minor: bool) -> None:
         """Step 5: pick major or minor compaction and hand the logs under its threshold, emptiest first,
-        to the compactor (nothing without one)."""
+        to the compactor (nothing without one). A log whose compaction fails, whatever the error, is
+        skipped and reported; the pass goes on with the next one. Whatever step failed, the log is safe:
+        before the commit point the old log is untouched and its ``.compacting`` copy deleted (by the
+        compactor, or the next pass's clean-up); from it on, the next pass's clean-up rolls the
+        ``.compacted`` copy forward, both logs readable until then. A failure of a log's file work on the
+        compactor's finisher is raised by the next log's compaction (reported against that one, rolled
+        forward too) or by the drain that ends the pass."""
         if self.compactor is None:
             return
         now = time.time()
@@ -253,23 +259,32 @@ class GarbageCollectorThread(PeriodicThread):
         candidates = logs_to_compact(self.entry_log_meta.values(), threshold)
         with self._lock:
             setattr(self._status, f"{kind}_compacting", True)
-        compacted = 0
+        compacted, last = 0, None
         try:
             for n, meta in enumerate(candidates):
                 if self.stopped:
                     break
+                if self.storage.entry_logger.path_of(meta.entry_log_id) is None:
+                    # Gone: a compaction of it that failed after its commit point was rolled forward.
+                    self.entry_log_meta.pop(meta.entry_log_id, None)
+                    continue
                 self._phase(f"compacting {meta.entry_log_id:x}", n, len(candidates))
                 try:
                     freed = self.compactor.compact(meta)
-                except EntryLogCorruptedException as exc:  # the log stays as it is; the others go on
-                    self._skip_corrupt(meta.entry_log_id, exc)
+                except Exception as exc:  # this log only is skipped; the others go on
+                    self._skip_log(meta.entry_log_id, exc)
                     continue
-                compacted += 1
+                compacted, last = compacted + 1, meta.entry_log_id
                 self.entry_log_meta.pop(meta.entry_log_id, None)
                 with self._lock:
                     self._status.bytes_reclaimed += freed
         finally:
-            self.compactor.drain()  # the last log's old file deleted and its copy renamed, before the pass ends
+            try:  # the last log's old file deleted and its copy renamed, before the pass ends
+                self.compactor.drain()
+            except Exception as exc:  # rolled forward by the next pass's clean-up
+                if last is None:
+                    raise
+                self._skip_log(last, exc)
             finished = time.time()
             setattr(self, f"last_{kind}_compaction", finished)
             if kind == "major":  # a major compaction covers what a minor one would do
@@ -279,11 +294,16 @@ class GarbageCollectorThread(PeriodicThread):
                 setattr(self._status, f"last_{kind}_compaction_ms", int(finished * 1000))
                 setattr(self._status, f"{kind}_compaction_count", getattr(self._status, f"{kind}_compaction_count") + compacted)
 
-    def _skip_corrupt(self, log_id: int, exc: EntryLogCorruptedException) -> None:
-        """A record compaction found corrupt: the log is reported as skipped, none of it deleted."""
+    def _skip_log(self, log_id: int, exc: Exception) -> None:
+        """A log whose compaction failed is reported as skipped, none of it deleted. A corrupt record is
+        told by its message; any other error by its type and message, and logged with its traceback."""
         path = self.storage.entry_logger.path_of(log_id) or f"{log_id:x}.log"
         reason = str(exc).removeprefix(f"{path}: ")
-        log.warning("GC: compaction of entry log %s skipped, its entries are kept: %s", path, reason)
+        corrupt = isinstance(exc, EntryLogCorruptedException)
+        if not corrupt:
+            reason = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+        log.warning("GC: compaction of entry log %s skipped, its entries are kept: %s", path, reason,
+                    exc_info=None if corrupt else exc)
         with self._lock:
             self._status.skipped.append(SkippedEntryLog(log_id, path, reason))
 

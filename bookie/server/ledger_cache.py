@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections import OrderedDict
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -90,6 +90,8 @@ class LedgerCache:
                 cached = pages[i]
                 break
             i += 1
+        if cached == page_no:  # nothing comes before it: the index file need not be asked
+            return cached
         info = self.index.find(ledger)
         pos = self._page_offset(page_no)
         while info is not None and (data := info.next_data(pos)) is not None:
@@ -136,10 +138,7 @@ class LedgerCache:
             return
         steps = np.diff(entry_ids)
         if (steps > 0).all():  # increasing (a bookie's stripe of a ledger with WQ < E): one assignment per page
-            pages = entry_ids // per
-            cuts = (np.flatnonzero(pages[1:] != pages[:-1]) + 1).tolist()
-            for lo, hi in zip([0, *cuts], [*cuts, len(entry_ids)]):
-                page_no = int(pages[lo])
+            for page_no, lo, hi in self._page_runs(entry_ids):
                 self._page(ledger, page_no)[entry_ids[lo:hi] - page_no * per] = locations[lo:hi]
                 self._dirty.add((ledger, page_no))
             return
@@ -147,6 +146,15 @@ class LedgerCache:
             page_no = eid // per
             self._page(ledger, page_no)[eid - page_no * per] = loc
             self._dirty.add((ledger, page_no))
+
+    def _page_runs(self, entry_ids: np.ndarray) -> Iterator[tuple[int, int, int]]:
+        """``(page_no, lo, hi)`` per page the increasing ``entry_ids`` fall on: ``entry_ids[lo:hi]`` are its ids."""
+        if not len(entry_ids):
+            return
+        pages = entry_ids // self.entries_per_page
+        cuts = (np.flatnonzero(pages[1:] != pages[:-1]) + 1).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, len(entry_ids)]):
+            yield int(pages[lo]), lo, hi
 
     def get(self, ledger: LedgerId, entry_id: int) -> int:
         page_no = entry_id // self.entries_per_page
@@ -174,16 +182,34 @@ class LedgerCache:
     def get_range(self, ledger: LedgerId, first: int, last: int) -> np.ndarray:
         return self.get_strided(ledger, first, last, 1)
 
+    def get_sorted(self, ledger: LedgerId, entry_ids: np.ndarray) -> np.ndarray:
+        """Locations of the increasing ``entry_ids`` (0 = absent): one probe per page they fall on, nothing
+        for the pages between them, nothing loaded for a hole."""
+        per = self.entries_per_page
+        out = np.zeros(len(entry_ids), dtype=np.int64)
+        for page_no, lo, hi in self._page_runs(entry_ids):
+            page = self._stored_page(ledger, page_no)
+            if page is not None:
+                out[lo:hi] = page[entry_ids[lo:hi] - page_no * per]
+        return out
+
+    def stored_pages(self, ledger: LedgerId, last: int) -> Iterator[tuple[int, np.ndarray]]:
+        """``(page_no, slots)`` of each page that holds a location, in order, its slots cut at id ``last``;
+        the holes between cost nothing (next_stored_page). The slots are a view of the cached page, not a
+        copy: callers hold the storage lock while they use them."""
+        per = self.entries_per_page
+        page_no = self.next_stored_page(ledger, 0)
+        while page_no is not None and page_no * per <= last:
+            yield page_no, self._page(ledger, page_no)[: last + 1 - page_no * per]
+            page_no += 1  # a cached page is the index's latest word on its ids: no search for it
+            if (ledger, page_no) not in self._pages:
+                page_no = self.next_stored_page(ledger, page_no)
+
     def stored_ids(self, ledger: LedgerId, last: int) -> np.ndarray:
         """Ids up to ``last`` with a location: the pages that hold something are visited, nothing else."""
         per = self.entries_per_page
-        parts = []
-        page_no = self.next_stored_page(ledger, 0)
-        while page_no is not None and page_no * per <= last:
-            parts.append(np.flatnonzero(self._page(ledger, page_no)) + page_no * per)
-            page_no = self.next_stored_page(ledger, page_no + 1)
-        ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return ids[ids <= last]
+        parts = [np.flatnonzero(slots) + page_no * per for page_no, slots in self.stored_pages(ledger, last)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def last_entry_on_disk(self, ledger: LedgerId) -> int:
         """Highest entry id with a location in the index file (-1 if none); reads only its data regions."""
