@@ -165,10 +165,13 @@ class ScanAndCompareGarbageCollector:
             yield list(locked)
         finally:
             for ledger in locked:
-                try:
-                    self._replication.release_underreplicated_ledger(ledger)
-                except BKException as exc:  # the lock is ephemeral: it goes with this bookie's session
-                    log.warning("GC: releasing the lock of ledger %s failed: %s", ledger, exc)
+                self._release(ledger)
+
+    def _release(self, ledger: LedgerId) -> None:
+        try:
+            self._replication.release_underreplicated_ledger(ledger)
+        except BKException as exc:  # the lock is ephemeral: it goes with this bookie's session
+            log.warning("GC: releasing the lock of ledger %s failed: %s", ledger, exc)
 
     def _lock_if_still_overreplicated(self, ledger: LedgerId) -> bool:
         try:
@@ -190,7 +193,7 @@ class ScanAndCompareGarbageCollector:
                      "marked under-replicated" if self._being_marked(ledger) else "in an ensemble of this bookie")
         except BKException as exc:
             log.warning("GC: over-replication check of ledger %s under its lock failed, kept: %s", ledger, exc)
-        self._replication.release_underreplicated_ledger(ledger)
+        self._release(ledger)
         return False
 
     def _not_in_ensembles(self, metadata: LedgerMetadata) -> bool:
