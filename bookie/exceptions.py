@@ -80,6 +80,16 @@ class BKMessageTooLargeException(BKIncorrectParameterException):
     the client's limit is set above the bookie's, so replacing the bookie would not help."""
 
 
+class BKWrongBookieException(BKBookieHandleNotAvailableException):
+    """The bookie at the address registered for bookie ``expected`` refused the request as meant for
+    another bookie (it is ``actual``, when it says so): the registration points at the wrong endpoint.
+    A failure of ``expected`` (writers replace it, readers ask the next replica), never retried there."""
+
+    def __init__(self, message: str, expected: str, actual: str | None = None):
+        super().__init__(message)
+        self.expected, self.actual = expected, actual
+
+
 class BKUnrecoverableEntriesException(BKReplicationException):
     """Re-replication found entries of a closed fragment that no surviving replica holds (write quorum
     1, or every replica lost): retrying cannot bring them back (BookKeeper #4872 retried forever)."""

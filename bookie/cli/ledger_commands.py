@@ -60,8 +60,10 @@ def register_shell(commands, add_uri_args) -> None:
     simpletest.add_argument("-a", "--ackQuorum", type=int, default=2)
     simpletest.add_argument("-n", "--numEntries", type=int, default=1000)
     sanity = command("bookiesanity", "write and read entries on one bookie", run_bookiesanity)
-    sanity.add_argument("-b", "--bookie", help="bookie id host:port (default: this --conf's bookie)")
-    sanity.add_argument("-e", "--entries", type=int, default=10)
+    sanity.add_argument("-b", "--bookie", help="bookie id (default: this --conf's bookie)")
+    sanity.add_argument("-e", "--entries", type=int, default=10, help="entries written and read (default 10)")
+    sanity.add_argument("-t", "--timeout", type=float, default=1.0,
+                        help="seconds for each write and read (default 1, as BookKeeper's)")
     command("bookieinfo", "free and total disk of every bookie", run_bookieinfo)
 
 
@@ -167,17 +169,57 @@ def run_simpletest(args, conf) -> int:
 
 
 def run_bookiesanity(args, conf) -> int:
+    """SanityTestCommand: a ledger on exactly this bookie (E=WQ=AQ=1, as LocalBookieEnsemblePlacementPolicy
+    places it), entries written, the ledger closed, opened and read back, then deleted. The bookie is never
+    replaced: a bookie that does not take the writes fails the test, naming it."""
     bookie = args.bookie or conf.bookie_id
-    with _client(args) as bk:
+    if args.entries < 1:
+        raise ConfigurationException(f"--entries {args.entries}: the test writes at least one entry")
+    if not args.metadata_service_uri:
+        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
+    client_conf = {"addEntryTimeout": args.timeout, "readTimeout": args.timeout, "maxNumEnsembleChanges": 0}
+    with BookKeeper(args.metadata_service_uri, client_conf, zkConnectTimeout=args.zk_connect_timeout) as bk:
+        error = _sanity(bk, bookie, args.entries)
+    if error:
+        print(f"bookie sanity test FAILED on {bookie}: {error}")
+        return 1
+    print(f"bookie sanity test succeeded on {bookie}: {args.entries} entries written and read back")
+    return 0
+
+
+def _sanity(bk: BookKeeper, bookie: str, entries: int) -> str | None:
+    """Why the sanity test failed on ``bookie`` (None: it passed)."""
+    registered = bk.writable_bookies() + bk.readonly_bookies()
+    if bookie not in registered:
+        return f"bookie {bookie} is not registered (registered: {', '.join(sorted(registered)) or 'none'})"
+    expected = [b"entry-%d" % i for i in range(entries)]  # SanityTestCommand's payloads
+    lh = None
+    try:
+        bk.bookie_client(bookie).bookie_info()  # unreachable, or another bookie at its address: said first
         lh = bk.create_ledger(1, 1, 1, password=b"", bookies=[bookie])
-        for i in range(args.entries):
-            lh.append(b"sanity %d" % i)
+        for future in [lh.append_async(payload) for payload in expected]:
+            future.result()
         lh.close()
-        entries = bk.open_ledger(lh.ledger_id, password=b"").read(0, args.entries - 1)
-        ok = [e.payload for e in entries] == [b"sanity %d" % i for i in range(args.entries)]
-        bk.delete_ledger(lh.ledger_id)
-    print(f"bookie sanity test {'succeeded' if ok else 'FAILED'} on {bookie}")
-    return 0 if ok else 1
+        reader = bk.open_ledger(lh.ledger_id, password=b"")
+        ensembles = [tuple(members) for _, members in bk.ledger_metadata(lh.ledger_id).ensembles]
+        if ensembles != [(bookie,)]:  # maxNumEnsembleChanges=0 rules it out; checked all the same
+            return f"the test ledger {lh.ledger_id} left bookie {bookie}: its ensembles are {ensembles}"
+        if reader.last_add_confirmed != entries - 1:
+            return f"ledger {lh.ledger_id}: last entry {reader.last_add_confirmed}, expected {entries - 1}"
+        read = [e.payload for e in reader.read(0, entries - 1)]
+        reader.close()
+        if read != expected:
+            differ = [i for i, (got, want) in enumerate(zip(read, expected)) if got != want]
+            return f"ledger {lh.ledger_id}: {len(read)} entries read back, entries {differ[:10]} differ from those written"
+        return None
+    except BKException as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        if lh is not None:
+            try:
+                bk.delete_ledger(lh.ledger_id)
+            except BKException:
+                pass
 
 
 def run_bookieinfo(args, conf) -> int:

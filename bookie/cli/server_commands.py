@@ -61,7 +61,7 @@ def run_bookie(args, conf) -> int:
             # Started here, not by the server: the server layer does not import replication.
             from bookie.replication.autorecovery_main import AutoRecoveryMain
             autorecovery.append(AutoRecoveryMain(conf, server.bookie_id).start())
-        print(f"bookie {server.bookie_id} is up (gRPC on 127.0.0.1:{server.conf['grpcPort']})"
+        print(f"bookie {server.bookie_id} is up: {server.describe()}"
               + (", with AutoRecovery" if autorecovery else ""), flush=True)
 
     try:
@@ -72,9 +72,12 @@ def run_bookie(args, conf) -> int:
     return 0
 
 
-# ``bk local`` gives each bookie its own ports and directories and points them at its ZooKeeper.
+# ``bk local`` gives each bookie its own ports, directories and id and points them at its ZooKeeper, and
+# keeps every bookie on loopback (listeningInterface=lo, allowLoopback=true: LocalBookKeeper's settings).
 LOCAL_PER_BOOKIE_KEYS = ("bookiePort", "grpcPort", "journalDirectories", "journalDirectory", "ledgerDirectories",
-                         "indexDirectories", "metadataServiceUri", "zkServers", "zkLedgersRootPath")
+                         "indexDirectories", "metadataServiceUri", "zkServers", "zkLedgersRootPath", "bookieId",
+                         "listeningInterface", "advertisedAddress", "useHostNameAsBookieID", "useShortHostName",
+                         "allowLoopback")
 
 
 def local_bookie_settings(path: str) -> tuple[dict[str, str], list[str]]:
@@ -99,8 +102,8 @@ def run_local(args, conf) -> int:
     if settings:
         print(f"every bookie gets {args.bookie_conf}: " + ", ".join(f"{k}={v}" for k, v in settings.items()), flush=True)
     if ignored:
-        print(f"not applied (bk local gives each bookie its own ports, directories and ZooKeeper): {', '.join(ignored)}",
-              flush=True)
+        print(f"not applied (bk local gives each bookie its own ports, directories, id and ZooKeeper, all on "
+              f"loopback): {', '.join(ignored)}", flush=True)
     print(f"starting ZooKeeper and {args.bookies} bookies in {cluster.base_dir} ...", flush=True)
     cluster.start()
     try:

@@ -5,6 +5,10 @@ each ``add`` returns a future completed by the bookie's response for that batch 
 Other requests are unary calls, and range reads a server stream. Transport failures surface as
 BKBookieHandleNotAvailableException or BKTimeoutException naming the bookie; bookie answers are
 returned as they are (with their status) for the caller to interpret.
+
+A client given the address a bookie id was resolved to names that id on every call (metadata
+``bk-bookie-id``); a bookie that is another one refuses, and the call fails with BKWrongBookieException
+naming both ids. A client given only an address (benches, a bare servicer) names no bookie.
 """
 from __future__ import annotations
 
@@ -18,8 +22,10 @@ from typing import Iterator
 import grpc
 
 from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
-                               BKMessageTooLargeException, BKReadException, BKTimeoutException, from_status)
+                               BKMessageTooLargeException, BKReadException, BKTimeoutException,
+                               BKWrongBookieException, from_status)
 from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import availability, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
@@ -67,9 +73,23 @@ def encode_add_request(txn_id: int, ledger: LedgerId, master_key: bytes, recover
     return b"".join(head)
 
 
-def transport_error(bookie_id: str, what: str, exc: grpc.RpcError):
+def _refused_as(exc: grpc.RpcError) -> str | None:
+    """The bookie id a bookie that refused a call as meant for another one gave (trailing metadata)."""
+    try:
+        trailing = exc.trailing_metadata() or ()
+    except Exception:  # an error raised before the call had any
+        return None
+    return next((value for key, value in trailing if key == BOOKIE_ID_KEY), None)
+
+
+def transport_error(bookie_id: str, what: str, exc: grpc.RpcError, address: str | None = None):
     code = exc.code() if hasattr(exc, "code") else None
     detail = exc.details() if hasattr(exc, "details") else str(exc)
+    actual = _refused_as(exc) if code == grpc.StatusCode.FAILED_PRECONDITION else None
+    if actual is not None:
+        return BKWrongBookieException(
+            f"{what} on bookie {bookie_id} refused: the bookie at {address or bookie_id} is bookie {actual}, not "
+            f"{bookie_id} (bookie {bookie_id}'s registration points at another bookie's endpoint)", bookie_id, actual)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return BKTimeoutException(f"{what} on bookie {bookie_id} timed out")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (detail or ""):
@@ -91,7 +111,7 @@ class _AddStream:
         # Requests go as bytes already encoded (encode_add_request): no serializer.
         add_entries = client.channel.stream_stream(ADD_ENTRIES, request_serializer=None,
                                                    response_deserializer=pb.AddResponses.FromString)
-        self.responses = add_entries(iter(self.requests.get, _CLOSE))
+        self.responses = add_entries(iter(self.requests.get, _CLOSE), metadata=client.metadata)
         self.thread = threading.Thread(target=self._receive, name=f"add-stream-{client.bookie_id}", daemon=True)
         self.thread.start()
 
@@ -113,7 +133,7 @@ class _AddStream:
                         future.set_result(response)
             error = BKBookieHandleNotAvailableException(f"add stream to bookie {self.client.bookie_id} ended")
         except grpc.RpcError as exc:
-            error = transport_error(self.client.bookie_id, "add", exc)
+            error = transport_error(self.client.bookie_id, "add", exc, self.client.address)
         with self.lock:
             self.broken = error
             pending, self.pending = self.pending, {}
@@ -130,8 +150,11 @@ class BookieClient:
     def __init__(self, bookie_id: str, timeout: float = 5.0, address: str | None = None):
         self.bookie_id = bookie_id
         self.timeout = timeout
-        # The registered grpc endpoint when there is one (it may differ from the bookie id).
-        self.channel = grpc.insecure_channel(address or bookie_id, options=CHANNEL_OPTIONS)
+        # The registered grpc endpoint when there is one (it may differ from the bookie id); the bookie found
+        # there must be ``bookie_id``.
+        self.address = address or bookie_id
+        self.metadata = ((BOOKIE_ID_KEY, bookie_id),) if address is not None else None
+        self.channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.BookieStub(self.channel)
         self._txn = itertools.count(1)
         self._stream: _AddStream | None = None
@@ -150,11 +173,11 @@ class BookieClient:
             try:
                 stream.send(txn_id, request, future)
                 return future
-            except Exception:
-                with self._lock:  # a broken stream: open a new one once
+            except Exception as exc:
+                with self._lock:  # a broken stream: open a new one once (not at a bookie that is another one)
                     if self._stream is stream:
                         self._stream = None
-                if attempt == 2:
+                if attempt == 2 or isinstance(exc, BKWrongBookieException):
                     raise
         return future
 
@@ -168,26 +191,27 @@ class BookieClient:
                     grpc.channel_ready_future(self.channel).result(timeout=wait)
                 except grpc.FutureTimeoutError:
                     raise BKBookieHandleNotAvailableException(
-                        f"bookie {self.bookie_id} is not reachable (no connection within {wait:.1f} s)") from None
+                        f"bookie {self.bookie_id} is not reachable at {self.address} (no connection within "
+                        f"{wait:.1f} s)") from None
                 self._stream = _AddStream(self)
             return self._stream
 
     # -- unary requests ------------------------------------------------------------------------------
     def _call(self, method, request, what: str, timeout: float | None = None):
         try:
-            return method(request, timeout=timeout or self.timeout)
+            return method(request, timeout=timeout or self.timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise transport_error(self.bookie_id, what, exc) from None
+            raise transport_error(self.bookie_id, what, exc, self.address) from None
 
     def _call_async(self, method, request, what: str, timeout: float | None = None) -> Future:
         out: Future = Future()
-        call = method.future(request, timeout=timeout or self.timeout)
+        call = method.future(request, timeout=timeout or self.timeout, metadata=self.metadata)
 
         def done(c):
             try:
                 out.set_result(c.result())
             except grpc.RpcError as exc:
-                out.set_exception(transport_error(self.bookie_id, what, exc))
+                out.set_exception(transport_error(self.bookie_id, what, exc, self.address))
         call.add_done_callback(done)
         return out
 
@@ -210,9 +234,10 @@ class BookieClient:
         request = pb.ReadRangeRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, firstEntryId=first,
                                       lastEntryId=last, maxBytesPerMessage=max_bytes, stride=stride, offset=offset)
         try:
-            yield from self.stub.ReadEntries(request, timeout=timeout or self.timeout * 12)
+            yield from self.stub.ReadEntries(request, timeout=timeout or self.timeout * 12, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise transport_error(self.bookie_id, f"read of ledger {ledger} entries {first}..{last}", exc) from None
+            raise transport_error(self.bookie_id, f"read of ledger {ledger} entries {first}..{last}", exc,
+                                  self.address) from None
 
     def write_lac(self, ledger: LedgerId, master_key: bytes, lac: int, body: bytes) -> pb.WriteLacResponse:
         return self._call(self.stub.WriteLac, pb.WriteLacRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,

@@ -20,6 +20,12 @@ Transport failures are BKBookieHandleNotAvailableException (connection refused o
 request in flight fails, the next request reconnects) or BKTimeoutException (one request's
 readTimeout passed; the connection stays). Bookie answers are returned with their status. Ledgers of
 a non-zero scope (128-bit ids) cannot be named in this protocol and are refused.
+
+A client given the address a bookie id was resolved to checks, when it connects, that the bookie there
+is that bookie: its first request is a GetBookieInfo whose ``requestContext`` (BookKeeper's v3 field for
+MDC pairs) names the id under ``bk-bookie-id``. This project's bookies answer EBADREQ when they are
+another bookie, and the connection fails with BKWrongBookieException; Java bookies ignore the pair and
+answer, so against them the check proves nothing (the protocol has no field that carries a bookie's id).
 """
 from __future__ import annotations
 
@@ -35,9 +41,10 @@ from typing import Callable, Iterator
 
 from bookie.client.batched_read import BatchedRangeRead, BatchedReadChannel
 from bookie.client.native_connection import ChannelConnection, PendingAddBatch, PendingCall
-from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException,
-                               BKIncorrectParameterException)
+from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException, BKException,
+                               BKIncorrectParameterException, BKTimeoutException, BKWrongBookieException)
 from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import entry_format, status
@@ -79,6 +86,7 @@ class NativeBookieClient:
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
         self.bookie_id = bookie_id
         self.address = address or bookie_id
+        self.check_id = address is not None  # resolved from a registration: the bookie there must be bookie_id
         self.timeout = timeout
         self.max_frame_size = max_frame_size
         self._next_txn = 1
@@ -105,8 +113,38 @@ class NativeBookieClient:
                     f"bookie {self.bookie_id} is not reachable at {self.address} ({exc})") from None
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(None)
-            self._connection = ChannelConnection(self.bookie_id, self.max_frame_size, sock)
-            return self._connection
+            connection = ChannelConnection(self.bookie_id, self.max_frame_size, sock)
+            if self.check_id:
+                self._check_bookie_id(connection, wait)
+            self._connection = connection
+            return connection
+
+    def _check_bookie_id(self, connection: ChannelConnection, wait: float) -> None:
+        """Ask the new connection's bookie whether it is ``bookie_id`` (see the module's docstring); close it
+        and raise if it is not, or does not answer within ``wait`` seconds."""
+        txn, request = self._new_request(v3.GET_BOOKIE_INFO)
+        request.getBookieInfoRequest.requested = 0
+        request.requestContext.add(key=BOOKIE_ID_KEY, value=self.bookie_id)
+        call = PendingCall(lambda response: response, time.monotonic() + wait, "bookie id check")
+        error: BKBookieHandleNotAvailableException | None = None
+        try:
+            connection.send([(txn, request.SerializeToString(), call)])
+            answer = call.future.result()
+        except BKTimeoutException:
+            error = BKBookieHandleNotAvailableException(
+                f"bookie {self.bookie_id} at {self.address} did not answer within {wait:.1f} s of connecting")
+        except BKException as exc:  # the connection was lost (or closed)
+            error = BKBookieHandleNotAvailableException(
+                f"bookie {self.bookie_id} at {self.address} did not answer when connected to ({exc})")
+        else:
+            if answer.status == status.EBADREQ:
+                error = BKWrongBookieException(
+                    f"the bookie at {self.address} is not bookie {self.bookie_id}: it refused requests meant for "
+                    f"{self.bookie_id} (bookie {self.bookie_id}'s registration points at another bookie's endpoint; "
+                    "that bookie's log names its id)", self.bookie_id)
+        if error is not None:
+            connection.close()
+            raise error
 
     def _txns(self, count: int) -> int:
         """The first of ``count`` consecutive txnIds (a batch's entries are told apart by their offset)."""
@@ -134,7 +172,7 @@ class NativeBookieClient:
             held.extend(requests)
             return
         for attempt in (1, 2):
-            connection = self._connect()
+            connection = self._connect()  # a bookie that is another one raises here: not retried
             try:
                 connection.send(requests)
                 return
@@ -248,12 +286,20 @@ class NativeBookieClient:
 
     def _batch_channel(self) -> BatchedReadChannel | None:
         """An idle v2 socket or a new one; None if the bookie cannot be reached (the single reads then
-        fail each read's future, as they always have)."""
+        fail each read's future, as they always have). A v2 socket cannot name a bookie id: a new one is
+        opened only once the v3 connection found the bookie at the address to be ``bookie_id``."""
         with self._lock:
             if self._closed:
                 raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
             if self._idle_batch_channels:
                 return self._idle_batch_channels.pop()
+        try:
+            if self.check_id:
+                self._connect()  # BKWrongBookieException goes to the reader: a failure of this bookie
+        except BKWrongBookieException:
+            raise
+        except BKBookieHandleNotAvailableException:
+            return None
         try:
             return BatchedReadChannel(self.bookie_id, self.address, self.timeout, self.max_frame_size,
                                       min(self.timeout, CONNECT_TIMEOUT))

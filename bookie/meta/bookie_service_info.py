@@ -2,8 +2,10 @@
 
 A registration znode (``<root>/available[/readonly]/<bookieId>``) holds a ``BookieServiceInfoFormat``:
 endpoints (id, host, port, protocol) and properties. BookKeeper's bookies register their native
-protocol as protocol ``bookie-rpc``; this project's bookies also register ``grpc``. A client picks
-the transport a bookie offers from here.
+protocol as protocol ``bookie-rpc``; this project's bookies also register ``grpc``, at the same
+advertised host. A client picks the transport a bookie offers from here, and connects to the endpoint
+registered for it (DefaultBookieAddressResolver), naming the bookie id it expects there
+(``BOOKIE_ID_KEY``): a registration that points at another bookie's endpoint fails that bookie.
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
 
 BOOKIE_RPC = "bookie-rpc"  # BookKeeper's native protocol (endpoint id "bookie"), as 4.17 bookies register it
 GRPC = "grpc"
+# The bookie a request is meant for: gRPC metadata on every call, and a ``requestContext`` pair (BookKeeper's
+# v3 field for MDC pairs, which Java bookies ignore or log) when a native connection opens.
+BOOKIE_ID_KEY = "bk-bookie-id"
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,13 @@ class BookieServiceInfo:
     def endpoint(self, protocol: str) -> Endpoint | None:
         """The first endpoint speaking ``protocol`` (None if the bookie offers none)."""
         return next((e for e in self.endpoints if e.protocol == protocol), None)
+
+    def native_address(self, bookie_id: str) -> str:
+        """Where BookKeeper's protocol reaches the bookie: its ``bookie-rpc`` endpoint, or, for a bookie that
+        lists none (older bookies register no endpoints), its id read as host:port (BookieSocketAddress's
+        legacy resolution)."""
+        endpoint = self.endpoint(BOOKIE_RPC)
+        return endpoint.address if endpoint is not None else bookie_id
 
     def encode(self) -> bytes:
         info = BookieServiceInfoFormat()

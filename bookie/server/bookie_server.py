@@ -1,10 +1,14 @@
 """The bookie process (``bk bookie``): storage engine + two servers + ZooKeeper registration.
 
 Two transports over one engine: BookKeeper's native protocol (BookieNettyServer, v3 and v2) on
-``bookiePort``, as BookKeeper's bookies serve it, and this project's gRPC service on ``grpcPort``;
-both bound to 127.0.0.1. The bookie id stays ``<host>:<bookiePort>`` (BookKeeper's), and the
-registration (BookieServiceInfo) lists both endpoints: ``bookie``/``bookie-rpc`` for BookKeeper's
-tools and clients, ``grpc``/``grpc`` for this project's client.
+``bookiePort``, as BookKeeper's bookies serve it, and this project's gRPC service on ``grpcPort``.
+Both bind the same address: listeningInterface's IPv4 address, or every interface when it is unset
+(BookieNettyServer). The bookie id is ``bookieId``, or ``<host>:<bookiePort>`` with the host
+BookieImpl.getBookieAddress gives (advertisedAddress, else the interface's or this host's address or
+name; a loopback one refused unless allowLoopback), and the registration (BookieServiceInfo) lists
+both endpoints at that advertised host: ``bookie``/``bookie-rpc`` for BookKeeper's tools and clients,
+``grpc``/``grpc`` for this project's client. Clients connect to what is registered, and both servers
+refuse a request that names another bookie id (a registration pointing at the wrong endpoint).
 
 Start-up, in BookKeeper's order: directory checks, cookie validation (local and in ZooKeeper), journal
 replay, threads, both servers listening, then registration as ``<root>/available/<bookieId>``
@@ -18,6 +22,7 @@ import asyncio
 import gc
 import logging
 import signal
+import socket
 import threading
 
 import grpc
@@ -44,7 +49,13 @@ class BookieServer:
             raise ConfigurationException(f"grpcPort and bookiePort are both {conf['bookiePort']}: BookKeeper's "
                                          "native protocol (bookiePort) and gRPC (grpcPort) need a port each")
         self.conf = conf
+        self.address = conf.check_address()  # before anything starts: a bad address is a configuration error
         self.bookie_id = conf.bookie_id
+        if self.address.ip is None and conf["listeningInterface"] and not _names(self.address.host, self.address.listen):
+            # Right behind NAT or a port forward, a mistake otherwise: say so once, at start.
+            log.warning("advertisedAddress %s is not listeningInterface %s's address %s: clients connect to %s, "
+                        "the bookie listens on %s only", self.address.host, conf["listeningInterface"],
+                        self.address.listen, self.address.host, self.address.listen)
         self.store: ZKMetadataStore | None = None
         self.bookie: Bookie | None = None
         self.server: grpc.aio.Server | None = None
@@ -66,14 +77,14 @@ class BookieServer:
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                ("grpc.max_send_message_length", limit + (1 << 20)),
                                                ("grpc.so_reuseport", 0)])
-        self.servicer = BookieServicer(self.bookie)
+        self.servicer = BookieServicer(self.bookie, bookie_id=self.bookie_id)
         add_to_server(self.servicer, self.server)
-        grpc_port = conf["grpcPort"]
-        if self.server.add_insecure_port(f"127.0.0.1:{grpc_port}") != grpc_port:
-            raise OSError(f"cannot listen on 127.0.0.1:{grpc_port} (grpcPort)")
+        listen, grpc_port = self.address.listen, conf["grpcPort"]
+        if self.server.add_insecure_port(f"{listen}:{grpc_port}") != grpc_port:
+            raise OSError(f"cannot listen on {listen}:{grpc_port} (grpcPort)")
         await self.server.start()
-        self.native_server = BookieNettyServer(self.bookie, conf["bookiePort"],
-                                               max_frame_size=conf["nettyMaxFrameSizeBytes"])
+        self.native_server = BookieNettyServer(self.bookie, conf["bookiePort"], host=listen,
+                                               max_frame_size=conf["nettyMaxFrameSizeBytes"], bookie_id=self.bookie_id)
         await self.native_server.start()
         # Registration may wait for the node of our previous, SIGKILLed process to expire (up to two
         # session timeouts): a thread waits, so the event loop serves requests meanwhile. Listening on
@@ -84,15 +95,24 @@ class BookieServer:
         # collections, which the read path's allocations otherwise trigger over and over.
         gc.collect()
         gc.freeze()
-        log.info("bookie %s serving BookKeeper's protocol on 127.0.0.1:%d and gRPC on 127.0.0.1:%d (%s)",
-                 self.bookie_id, self.native_server.port, grpc_port,
+        log.info("bookie %s %s (%s)", self.bookie_id, self.describe(),
                  "read-only" if self.bookie.read_only else "writable")
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
-        """What the registration lists: BookKeeper's native endpoint as its bookies name it, then gRPC."""
-        return (Endpoint("bookie", "127.0.0.1", self.native_server.port, BOOKIE_RPC),
-                Endpoint("grpc", "127.0.0.1", self.conf["grpcPort"], GRPC))
+        """What the registration lists: BookKeeper's native endpoint as its bookies name it, then gRPC,
+        both at the advertised host (BookieService.publishInfo: the bookie address's host)."""
+        host = self.address.host
+        return (Endpoint("bookie", host, self.native_server.port, BOOKIE_RPC),
+                Endpoint("grpc", host, self.conf["grpcPort"], GRPC))
+
+    def describe(self) -> str:
+        """Where it listens and what it advertises, for the start-up lines."""
+        listen = self.address.listen
+        native, grpc_endpoint = self.endpoints
+        return (f"listening on {listen}:{native.port} (BookKeeper's protocol) and {listen}:{grpc_endpoint.port} "
+                f"(gRPC){'' if self.conf['listeningInterface'] else ', every interface'}; registered as "
+                f"{native.address} ({native.protocol}) and {grpc_endpoint.address} ({grpc_endpoint.protocol})")
 
     def _register(self, read_only: bool) -> None:
         """Register as writable or read-only (moving the ephemeral node when the state changes)."""
@@ -122,6 +142,14 @@ class BookieServer:
         if self.store is not None:
             self.store.close()
         log.info("bookie %s stopped", self.bookie_id)
+
+
+def _names(host: str, ip: str) -> bool:
+    """Whether ``host`` (an address or a name) resolves to ``ip``."""
+    try:
+        return ip in {info[4][0] for info in socket.getaddrinfo(host, None, socket.AF_INET)}
+    except OSError:
+        return False
 
 
 async def serve(conf: ServerConfiguration, ready=None) -> None:

@@ -5,8 +5,13 @@ it is; unknown keys are warned about (and kept), a bad value is refused with a m
 """
 from __future__ import annotations
 
+import fcntl
+import ipaddress
 import logging
 import os
+import re
+import socket
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -28,6 +33,18 @@ def _parse_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+# BookieId.validateBookieId's pattern, as written there (":-_" is a range: ':' to '_').
+_BOOKIE_ID = re.compile(r"[a-zA-Z0-9:-_.\-]+")
+
+
+def _parse_bookie_id(text: str) -> str:
+    text = text.strip()
+    if text and (not _BOOKIE_ID.fullmatch(text) or text.lower() == "readonly"):
+        raise ValueError("a bookie id is letters, digits and the characters :;<=>?@[\\]^_.- (BookieId), and not "
+                         "'readonly'")
+    return text
+
+
 @dataclass(frozen=True)
 class Option:
     parse: Callable[[str], Any]
@@ -37,16 +54,31 @@ class Option:
 
 
 def _o(kind, default, doc, minimum=None) -> Option:
-    parse = {"int": int, "float": float, "bool": _parse_bool, "str": str, "list": _parse_list}[kind]
+    parse = {"int": int, "float": float, "bool": _parse_bool, "str": str, "list": _parse_list,
+             "bookieid": _parse_bookie_id}[kind]
     return Option(parse, default, doc, minimum)
 
 
 OPTIONS: dict[str, Option] = {
     # Server
-    "bookiePort": _o("int", 3181, "port of BookKeeper's native protocol (127.0.0.1); the bookie id's port", 0),
-    "grpcPort": _o("int", 4181, "this project's key: port of the gRPC service (127.0.0.1), beside bookiePort", 0),
-    "bookieId": _o("str", "", "bookie id; default host:port"),
-    "advertisedAddress": _o("str", "127.0.0.1", "address put in the bookie id"),
+    "bookiePort": _o("int", 3181, "port of BookKeeper's native protocol; the bookie address's port", 0),
+    "grpcPort": _o("int", 4181, "this project's key: port of the gRPC service, beside bookiePort (same address)", 0),
+    # Where the bookie listens, and what its id and registration carry (BookieImpl.getBookieAddress).
+    "listeningInterface": _o("str", "", "network interface to listen on, e.g. eth0: both ports bind its IPv4 "
+                             "address, which (without advertisedAddress) is the bookie's address; unset: listen "
+                             "on every interface (0.0.0.0) and take the address this host's name resolves to"),
+    "advertisedAddress": _o("str", "", "address or host name the bookie id and the registration carry; takes "
+                            "precedence over listeningInterface and useHostNameAsBookieID (and is not checked "
+                            "against allowLoopback)"),
+    "useHostNameAsBookieID": _o("bool", False, "the bookie's address is the canonical host name of its IP "
+                                "address instead of the IP address"),
+    "useShortHostName": _o("bool", False, "with useHostNameAsBookieID: the host name up to its first dot"),
+    "allowLoopback": _o("bool", False, "allow a loopback address (127.x, ::1) as the bookie's address; refused "
+                        "by default: on a machine whose name resolves to 127.0.0.1 every bookie would be "
+                        "127.0.0.1:<port> to every client"),
+    "bookieId": _o("bookieid", "", "custom bookie id (BP-41), e.g. bookie-1: its name in ledger metadata, cookies "
+                   "and the registration, whose endpoints say where it listens; default: the bookie address "
+                   "(host:bookiePort)"),
     "metadataServiceUri": _o("str", "", "zk://host:port/ledgers"),
     "zkTimeout": _o("int", 10000, "ZooKeeper session timeout, ms", 1),
     "allowStorageExpansion": _o("bool", False, "allow adding ledger dirs to an existing bookie"),
@@ -139,6 +171,7 @@ class ServerConfiguration(Mapping[str, Any]):
     def __init__(self, values: Mapping[str, Any] | None = None):
         self._values: dict[str, Any] = {key: option.default for key, option in OPTIONS.items()}
         self.unknown: dict[str, str] = {}
+        self._address: BookieAddress | None = None  # resolved once: the cookie and the registration must agree
         if values:
             self.update(values)
 
@@ -167,6 +200,8 @@ class ServerConfiguration(Mapping[str, Any]):
         if option.minimum is not None and parsed < option.minimum:
             raise ConfigurationException(f"{key}={value!r} is not valid: must be at least {option.minimum} ({option.doc})")
         self._values[key] = parsed
+        if key in ADDRESS_KEYS:
+            self._address = None
 
     def __getitem__(self, key: str) -> Any:
         return self._values[ALIASES.get(key, key)]
@@ -201,8 +236,117 @@ class ServerConfiguration(Mapping[str, Any]):
         return self["diskUsageThreshold"] if lwm < 0 else lwm
 
     @property
+    def address(self) -> "BookieAddress":
+        """Where the bookie listens and what it advertises (resolved on first use, then kept)."""
+        if self._address is None:
+            self._address = resolve_bookie_address(self)
+        return self._address
+
+    @property
+    def bookie_address(self) -> str:
+        """``host:bookiePort`` as BookieImpl.getBookieAddress gives it (no loopback check: ``check_address``)."""
+        return f"{self.address.host}:{self['bookiePort']}"
+
+    @property
     def bookie_id(self) -> str:
-        return self["bookieId"] or f"{self['advertisedAddress']}:{self['bookiePort']}"
+        """BookieImpl.getBookieId: ``bookieId`` if set, else the bookie address."""
+        return self["bookieId"] or self.bookie_address
+
+    def check_address(self) -> "BookieAddress":
+        """The address, refused if it is a loopback one and allowLoopback is false (what BookKeeper's
+        getBookieAddress refuses, at the same point: an address derived from the host or listeningInterface,
+        never an explicit advertisedAddress)."""
+        address = self.address
+        if address.loopback and not self["allowLoopback"]:
+            source = (f"listeningInterface={self['listeningInterface']}" if self["listeningInterface"]
+                      else f"this host's name ({socket.gethostname()}), listeningInterface being unset")
+            raise ConfigurationException(
+                f"the bookie's address {address.ip} (from {source}) is a loopback address: refused unless "
+                f"allowLoopback=true, since every client would take 127.0.0.1:{self['bookiePort']} for a bookie on "
+                f"its own machine. Set listeningInterface to a network interface ({', '.join(interface_names())} "
+                "here) or advertisedAddress, or allowLoopback=true for a cluster on one machine")
+        return address
+
+
+# The keys BookieImpl.getBookieAddress reads (with bookiePort, which joins the host at the end).
+ADDRESS_KEYS = ("listeningInterface", "advertisedAddress", "useHostNameAsBookieID", "useShortHostName")
+WILDCARD = "0.0.0.0"  # every IPv4 interface: where a bookie without listeningInterface listens
+_SIOCGIFADDR = 0x8915
+_IFNAMSIZ = 16
+
+
+@dataclass(frozen=True)
+class BookieAddress:
+    """``listen``: the address both ports bind; ``host``: the host the bookie id and the registration carry;
+    ``ip``: the IP address ``host`` stands for (None for an advertisedAddress, taken as given)."""
+
+    listen: str
+    host: str
+    ip: str | None
+
+    @property
+    def loopback(self) -> bool:
+        return self.ip is not None and ipaddress.ip_address(self.ip).is_loopback
+
+
+def interface_names() -> list[str]:
+    return [name for _, name in socket.if_nameindex()]
+
+
+def interface_address(name: str) -> str:
+    """The IPv4 address of network interface ``name`` (its primary one: the kernel's SIOCGIFADDR). Asked of
+    the kernel, not of ``ip`` or DNS: the answer is the address the bookie can bind."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            if len(name.encode()) >= _IFNAMSIZ:
+                raise OSError(19, "name too long")
+            answer = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()))
+        except OSError as exc:
+            if exc.errno == 99:  # EADDRNOTAVAIL
+                raise ConfigurationException(f"listeningInterface={name}: the interface has no IPv4 address") from None
+            raise ConfigurationException(f"listeningInterface={name}: no such network interface (this machine has "
+                                         f"{', '.join(interface_names())})") from None
+    return socket.inet_ntoa(answer[20:24])
+
+
+def _host_address() -> str:
+    """This host's address, as InetAddress.getLocalHost (DNS.cachedHostname): its name resolved, or
+    localhost's address when the name does not resolve."""
+    for name in (socket.gethostname(), "localhost"):
+        try:
+            return socket.gethostbyname(name)
+        except OSError:
+            continue
+    return "127.0.0.1"
+
+
+def _canonical_name(ip: str) -> str:
+    """InetAddress.getCanonicalHostName: the address's name by reverse lookup, or the address itself."""
+    try:
+        return socket.gethostbyaddr(ip)[0]
+    except OSError:
+        return ip
+
+
+def resolve_bookie_address(conf: "ServerConfiguration") -> BookieAddress:
+    """BookieImpl.getBookieAddress and BookieNettyServer's bind address. advertisedAddress wins; otherwise
+    the IPv4 address of listeningInterface (unset: of this host's name), or its canonical host name under
+    useHostNameAsBookieID (cut at the first dot under useShortHostName). The ports bind listeningInterface's
+    address, or every interface when it is unset. Unlike BookKeeper, whose listeningInterface binds the
+    advertised host and names the interface's address by a DNS server's reverse lookup (else this host's
+    name), the interface's own address is used: what is bound is what the interface has."""
+    iface = conf["listeningInterface"]
+    listen = interface_address(iface) if iface else WILDCARD
+    advertised = conf["advertisedAddress"].strip()
+    if advertised:
+        return BookieAddress(listen, advertised, None)
+    ip = listen if iface else _host_address()
+    host = ip
+    if conf["useHostNameAsBookieID"]:
+        host = _canonical_name(ip)
+        if conf["useShortHostName"]:
+            host = host.split(".", 1)[0]
+    return BookieAddress(listen, host, ip)
 
 
 def _coerce(option: Option, value: Any) -> Any:
@@ -214,6 +358,8 @@ def _coerce(option: Option, value: Any) -> Any:
         if isinstance(value, (list, tuple)):
             return [str(v) for v in value]
         raise ValueError("expected a comma-separated list")
+    if isinstance(option.default, str):
+        return option.parse(str(value))
     return type(option.default)(value)
 
 

@@ -15,6 +15,11 @@ piggybacked. Native ledgers are 63-bit (scope 0); an add's ledger is the one nam
 bytes of its body (WriteEntryProcessorV3). Bad input gets an answer where the request can be
 answered (EBADREQ), and otherwise the connection is closed: an oversized frame, a frame that is
 neither v3 nor v2, an unknown v2 op. One log line each, the bookie and its other connections unaffected.
+
+A v3 request whose ``requestContext`` (BookKeeper's field 200, MDC pairs a Java bookie only logs) names
+another bookie id under ``bk-bookie-id`` is answered EBADREQ: this project's client names the bookie it
+expects when it connects (NativeBookieClient), so a registration pointing at another bookie's endpoint
+fails that bookie instead of writing its replicas here.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from typing import Awaitable, Callable
 
 from bookie.exceptions import BadRequestException, UnauthorizedAccessException
 from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import availability
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_protocol_pb2 as pb
@@ -194,9 +200,11 @@ class BookieRequestHandler(asyncio.Protocol):
 class BookieRequestProcessor:
     """The operations of both protocol versions over one Bookie engine."""
 
-    def __init__(self, bookie: Bookie, max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE):
+    def __init__(self, bookie: Bookie, max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE,
+                 bookie_id: str | None = None):
         self.bookie = bookie
         self.max_batch_read_size = max_batch_read_size
+        self.bookie_id = bookie_id  # None: requests naming a bookie id are not checked (an engine served alone)
         self._v3_ops: dict[int, Callable] = {
             pb.READ_ENTRY: self._read_v3, pb.WRITE_LAC: self._write_lac_v3, pb.READ_LAC: self._read_lac_v3,
             pb.GET_BOOKIE_INFO: self._bookie_info_v3, pb.FORCE_LEDGER: self._force_ledger_v3,
@@ -226,6 +234,9 @@ class BookieRequestProcessor:
 
     # -- v3 -----------------------------------------------------------------------------------------
     def process_v3(self, handler: BookieRequestHandler, request: pb.Request, size: int) -> None:
+        if request.requestContext and self.bookie_id is not None and self._meant_for_another(handler, request):
+            handler.send(v2.v3_response(request, status.EBADREQ).SerializeToString())
+            return
         op = request.header.operation
         fields = _V3_FIELDS.get(op)
         if fields is None or not request.HasField(fields[0]):
@@ -244,6 +255,15 @@ class BookieRequestProcessor:
             self._add_v3(handler, response, sub, size)
         else:
             handler.spawn(self._answer_v3(self._v3_ops[op], sub, response, body), size)
+
+    def _meant_for_another(self, handler: BookieRequestHandler, request: pb.Request) -> bool:
+        for pair in request.requestContext:
+            if pair.key == BOOKIE_ID_KEY and pair.value != self.bookie_id:
+                log.warning("EBADREQ to %s (txnId %d): the request is meant for bookie %s; this is bookie %s (its "
+                            "registration points here?)", handler.peer, request.header.txnId, pair.value,
+                            self.bookie_id)
+                return True
+        return False
 
     def _add_v3(self, handler: BookieRequestHandler, response: pb.Response, add: pb.AddRequest, size: int) -> None:
         def answer(code: int) -> bytes:
@@ -363,12 +383,13 @@ class BookieRequestProcessor:
 
 
 class BookieNettyServer:
-    """Listens on 127.0.0.1 and serves the native protocol from ``bookie``."""
+    """Listens on ``host`` (the bookie server passes listeningInterface's address or 0.0.0.0; alone, an engine
+    is served on 127.0.0.1) and serves the native protocol from ``bookie`` as bookie ``bookie_id``."""
 
     def __init__(self, bookie: Bookie, port: int = 0, host: str = "127.0.0.1",
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE):
-        self.processor = BookieRequestProcessor(bookie, max_batch_read_size)
+                 max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE, bookie_id: str | None = None):
+        self.processor = BookieRequestProcessor(bookie, max_batch_read_size, bookie_id)
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size

@@ -9,6 +9,10 @@ journal queue is answered ETOOMANYREQUESTS. Reads run in a thread pool.
 Bad input is answered, never a traceback: bytes that do not parse as the method's message get
 INVALID_ARGUMENT at the transport (one log line), and ids, ranges and integers out of range get
 EBADREQ naming what was wrong and what is allowed.
+
+A call whose metadata names another bookie id (``bk-bookie-id``: the client's expected bookie, from the
+registration it followed) is refused with FAILED_PRECONDITION, this bookie's id in the trailing metadata
+under the same key; the client turns it into BKWrongBookieException, a failure of the bookie it meant.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from google.protobuf.message import DecodeError
 
 from bookie.exceptions import BadRequestException, BookieException, NoEntryException
 from bookie.ledger_id import LedgerId
+from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
 from bookie.proto import availability
@@ -145,13 +150,28 @@ async def read_lac(bookie: Bookie, ledger: LedgerId) -> tuple[bytes | None, byte
 
 
 class BookieServicer(pb_grpc.BookieServicer):
-    def __init__(self, bookie: Bookie, max_range_message_bytes: int = DEFAULT_RANGE_MESSAGE_BYTES):
+    def __init__(self, bookie: Bookie, max_range_message_bytes: int = DEFAULT_RANGE_MESSAGE_BYTES,
+                 bookie_id: str | None = None):
         self.bookie = bookie
         self.max_range_message_bytes = max_range_message_bytes
+        self.bookie_id = bookie_id  # None: calls naming a bookie id are not checked (a servicer without an id)
         self._add_stream_readers: set[asyncio.Future] = set()  # the request reader of each open add stream
+
+    async def refuse_if_meant_for_another(self, context) -> None:
+        """Abort the call (FAILED_PRECONDITION) if its metadata names a bookie id that is not this one."""
+        if self.bookie_id is None:
+            return
+        for key, value in context.invocation_metadata() or ():
+            if key == BOOKIE_ID_KEY and value != self.bookie_id:
+                log.warning("call from %s refused: it is meant for bookie %s; this is bookie %s (its registration "
+                            "points here?)", context.peer(), value, self.bookie_id)
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"this is bookie {self.bookie_id}, not bookie {value}",
+                                    trailing_metadata=((BOOKIE_ID_KEY, self.bookie_id),))
 
     # -- adds --------------------------------------------------------------------------------------
     async def AddEntries(self, request_iterator, context):
+        await self.refuse_if_meant_for_another(context)
         loop = asyncio.get_running_loop()
         responses: asyncio.Queue = asyncio.Queue()
         room = asyncio.Event()
@@ -406,10 +426,11 @@ def _deserializer(method: str, request_class):
     return deserialize
 
 
-def _guarded(handler, server_streaming: bool):
-    """``handler`` for a single request, refusing a MalformedRequest first."""
+def _guarded(servicer: BookieServicer, handler, server_streaming: bool):
+    """``handler`` for a single request, refusing a call meant for another bookie and a MalformedRequest first."""
     if server_streaming:
         async def streaming(request, context):
+            await servicer.refuse_if_meant_for_another(context)
             if type(request) is MalformedRequest:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.refused())
             async for response in handler(request, context):
@@ -417,6 +438,7 @@ def _guarded(handler, server_streaming: bool):
         return streaming
 
     async def unary(request, context):
+        await servicer.refuse_if_meant_for_another(context)
         if type(request) is MalformedRequest:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.refused())
         return await handler(request, context)
@@ -426,7 +448,8 @@ def _guarded(handler, server_streaming: bool):
 def add_to_server(servicer: BookieServicer, server) -> None:
     """Register ``servicer`` like the generated ``add_BookieServicer_to_server``, except that the
     methods in PRE_SERIALIZED have no response serializer (their bytes go out as they are) and bytes
-    that do not parse are refused with INVALID_ARGUMENT (MalformedRequest) instead of a traceback."""
+    that do not parse are refused with INVALID_ARGUMENT (MalformedRequest) instead of a traceback, and
+    calls meant for another bookie with FAILED_PRECONDITION."""
     service = pb.DESCRIPTOR.services_by_name["Bookie"]
     handlers = {}
     for method in service.methods:
@@ -435,8 +458,8 @@ def add_to_server(servicer: BookieServicer, server) -> None:
         request_class = getattr(pb, method.input_type.name)
         response_class = getattr(pb, method.output_type.name)
         handler = getattr(servicer, method.name)
-        if not method.client_streaming:  # a client stream's messages are checked by its handler
-            handler = _guarded(handler, method.server_streaming)
+        if not method.client_streaming:  # a client stream's messages (and its bookie id) are checked by its handler
+            handler = _guarded(servicer, handler, method.server_streaming)
         handlers[method.name] = make(
             handler, request_deserializer=_deserializer(method.name, request_class),
             response_serializer=None if method.name in PRE_SERIALIZED else response_class.SerializeToString)

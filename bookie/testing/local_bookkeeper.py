@@ -19,9 +19,11 @@ from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.testing.zookeeper_server import ZooKeeperServer
 from bookie.util.processes import free_ports, stop_process, tail
 
-# Where a local cluster differs from BookKeeper's defaults: a shorter ZooKeeper session, and the journal
-# writes as soon as its queue is empty (the force-write thread still groups the fsyncs).
-LOCAL_BOOKIE_SETTINGS = {"zkTimeout": 4000, "journalFlushWhenQueueEmpty": True, "diskCheckInterval": 5000}
+# Where a local cluster differs from BookKeeper's defaults: a shorter ZooKeeper session, the journal
+# writes as soon as its queue is empty (the force-write thread still groups the fsyncs), and every bookie
+# listens on loopback only and is 127.0.0.1:<port> (nothing binds the machine's real interfaces).
+LOCAL_BOOKIE_SETTINGS = {"zkTimeout": 4000, "journalFlushWhenQueueEmpty": True, "diskCheckInterval": 5000,
+                         "listeningInterface": "lo", "allowLoopback": True}
 
 
 PORT_ATTEMPTS = 3  # a new bookie whose port was taken before it bound it gets new ports, this many times

@@ -11,14 +11,14 @@ from bookie.server.conf import ConfigurationException, ServerConfiguration
 def test_properties_file_with_bookkeeper_keys(tmp_path, caplog):
     path = tmp_path / "bk_server.conf"
     path.write_text("# comment\nbookiePort=3282\njournalDirectories=/a, /b\nledgerDirectories : /c\n"
-                    "logSizeLimit=65536\njournalSyncData=false\nsomeFutureKey=1\n")
+                    "logSizeLimit=65536\njournalSyncData=false\nsomeFutureKey=1\nadvertisedAddress=10.0.0.5\n")
     with caplog.at_level(logging.WARNING):
         conf = ServerConfiguration.load(path, {"bookiePort": 4000})
     assert conf["bookiePort"] == 4000  # the command line wins over the file
     assert conf.journal_dirs == ["/a", "/b"] and conf.ledger_dirs == ["/c"] and conf.index_dirs == ["/c"]
     assert conf["entryLogSizeLimit"] == 65536 and conf["journalSyncData"] is False
     assert conf["journalMaxGroupWaitMSec"] == 2 and conf["gcWaitTime"] == 600000  # BookKeeper defaults
-    assert conf.bookie_id == "127.0.0.1:4000"
+    assert conf.bookie_id == "10.0.0.5:4000"
     assert "someFutureKey" in conf.unknown and "unknown configuration key someFutureKey" in caplog.text
 
 
