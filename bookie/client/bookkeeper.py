@@ -22,7 +22,7 @@ from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
 from bookie.client.conf import POOLED_DIRECT, ClientConfiguration
-from bookie.client.ensemble_placement import new_ensemble
+from bookie.client.ensemble_placement import BookieQuarantine, new_ensemble
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_handle_adv import LedgerHandleAdv
 from bookie.client.native_bookie_client import NativeBookieClient
@@ -39,7 +39,6 @@ from bookie.util.allocator import keep_large_buffers
 from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
-QUARANTINE_SECONDS = 60.0  # a bookie that just failed is not picked again this soon (if others will do)
 UNREGISTERED_RECHECK = 1.0  # seconds before asking ZooKeeper again what an unregistered bookie speaks
 TIMER_INTERVAL = 0.1  # seconds between the timer's rounds: the resolution of addEntryTimeout and explicitLacInterval
 _STOP = object()
@@ -47,11 +46,13 @@ _STOP = object()
 
 def make_bookie_client(bookie_id: str, info: BookieServiceInfo | None, timeout: float) -> BookieClient | NativeBookieClient:
     """gRPC at the registered ``grpc`` endpoint if the bookie offers one; otherwise BookKeeper's native
-    protocol at the bookie id (DefaultBookieAddressResolver's fallback: how a stock bookie is reached)."""
+    protocol at its registered ``bookie-rpc`` endpoint (DefaultBookieAddressResolver), or at the bookie id
+    when it lists none or is not registered (the legacy resolution: how an older stock bookie is reached).
+    Either client names ``bookie_id`` to the bookie it finds there, which refuses if it is another one."""
     endpoint = info.endpoint(GRPC) if info is not None else None
     if endpoint is not None:
         return BookieClient(bookie_id, timeout, address=endpoint.address)
-    return NativeBookieClient(bookie_id, timeout)
+    return NativeBookieClient(bookie_id, timeout, address=info.native_address(bookie_id) if info else bookie_id)
 
 
 def as_ledger_id(ledger, scope_id: int = 0) -> LedgerId:
@@ -81,7 +82,7 @@ class BookKeeper:
         self._readonly: list[str] = []
         self._bookies_known = threading.Event()
         self.store.watch_bookies(self._on_bookies)
-        self._quarantine: dict[str, float] = {}
+        self._quarantine = BookieQuarantine(self.conf)
         self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="bk-client")
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
         self._completion_thread = threading.Thread(target=self._complete_loop, name="bk-completions", daemon=True)
@@ -111,12 +112,14 @@ class BookKeeper:
         self._bookies_known.wait(self.conf.zkConnectTimeout)
         return list(self._readonly)
 
-    def quarantine(self, bookie: str) -> None:
-        self._quarantine[bookie] = time.monotonic() + QUARANTINE_SECONDS
+    def bookie_failed(self, bookie: str) -> None:
+        """``bookie`` failed a request (see ``quarantined``)."""
+        self._quarantine.failed(bookie)
 
     def quarantined(self) -> set[str]:
-        now = time.monotonic()
-        return {b for b, until in list(self._quarantine.items()) if until > now}
+        """Bookies new ensembles and replacements avoid while others will do: failed recently
+        (``bookieFailureHistoryExpirationMSec``) or quarantined (``bookieErrorThresholdPerInterval``)."""
+        return self._quarantine.avoid()
 
     def _pick_ensemble(self, size: int, grpc_only: bool = False) -> list[str]:
         writable = self.writable_bookies(grpc_only)

@@ -25,7 +25,17 @@ class ClientConfiguration:
     maxInflightBatchesPerBookie: int = 4  # add messages in flight to one bookie; more entries wait and batch
     readBatchBytes: int = 4 << 20  # bytes per range-read message
     enableDigestTypeAutodetection: bool = True
-    maxNumEnsembleChanges: int = 2 ** 31 - 1
+    # How a writer that cannot reach its bookies ends (BookKeeper's keys and defaults):
+    addEntryQuorumTimeoutSec: float = -1  # seconds; an add not acknowledged by AQ bookies within it fails the
+    #   writer with BKAddEntryQuorumTimeoutException (PendingAddOp.timeoutQuorumWait); <= 0: off
+    maxNumEnsembleChanges: int = 2 ** 31 - 1  # per handle; the change past it fails the writer (BKWriteException)
+    enableBookieFailureTracking: bool = True  # a handle remembers the bookies that failed it: reads ask them
+    #   last (for bookieFailureHistoryExpirationMSec) and an ensemble change never takes one back as a
+    #   replacement until the writer's next acknowledged entry (when none is left: BKNotEnoughBookiesException)
+    bookieFailureHistoryExpirationMSec: int = 60000
+    bookieErrorThresholdPerInterval: int = 100  # errors of one bookie within bookieHealthCheckIntervalSeconds
+    bookieHealthCheckIntervalSeconds: int = 60  # that quarantine it (BookieWatcherImpl.quarantineBookie):
+    bookieQuarantineTimeSeconds: int = 1800  # new ensembles and replacements avoid it this long, if others will do
     nettyMaxFrameSizeBytes: int = 5 * 1024 * 1024  # the largest message a bookie takes (same key as the bookie's)
     allocatorPoolingPolicy: str = POOLED_DIRECT  # see POOLING_POLICIES
 
@@ -33,6 +43,8 @@ class ClientConfiguration:
         if self.allocatorPoolingPolicy not in POOLING_POLICIES:
             raise ConfigurationException(f"allocatorPoolingPolicy {self.allocatorPoolingPolicy!r} is not one of "
                                          f"{', '.join(POOLING_POLICIES)}")
+        if self.maxNumEnsembleChanges < 0:
+            raise ConfigurationException(f"maxNumEnsembleChanges {self.maxNumEnsembleChanges} is below 0")
 
     @classmethod
     def of(cls, values: dict | None = None, **overrides) -> "ClientConfiguration":

@@ -17,6 +17,12 @@ completes meanwhile). Metadata found IN_RECOVERY or CLOSED stops the writer
 recovering handle (``recovery=True``) sends RECOVERY_ADDs and keeps its ensemble changes in memory
 until it closes the ledger (LedgerRecoveryOp).
 
+A writer that cannot reach a write quorum ends with an error, never retries for ever: the ensemble
+change runs out of replacements (bookies that failed it are not taken back before its next
+acknowledged entry), or passes ``maxNumEnsembleChanges``, or cannot reach ZooKeeper within the doubt
+window; and with ``addEntryQuorumTimeoutSec`` an add not acknowledged in time fails the writer
+(BKAddEntryQuorumTimeoutException). Any of these stops the handle: every pending append fails with it.
+
 The client's timer drives the time-based parts: ``check_add_timeouts`` (monitorPendingAddOps) and
 ``flush_explicit_lac_if_due`` (ExplicitLacFlushPolicy).
 """
@@ -31,13 +37,14 @@ from concurrent.futures import Future
 from bookie.client.add_batch import AddMessageLimits, frame_and_stripe
 from bookie.client.bookie_outbox import BookieOutboxes, InflightBatch
 from bookie.client.distribution_schedule import write_set
-from bookie.client.ensemble_change import EnsembleChange
+from bookie.client.ensemble_change import EnsembleChange, abandon_check, within_doubt_window
 from bookie.client.explicit_lac_flush_policy import ExplicitLacFlushPolicy
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
 from bookie.client.pending_add_op import AddFuture, OpenAddRun, PendingAddOp
-from bookie.exceptions import (BKException, BKIncorrectParameterException, BKLedgerClosedException,
+from bookie.exceptions import (BKAddEntryQuorumTimeoutException, BKException, BKIncorrectParameterException,
+                               BKLedgerClosedException,
                                BKLedgerFencedException, BKMessageTooLargeException, BKMetadataVersionException,
                                BKReadException, BKTimeoutException, BKUnauthorizedAccessException, BKWriteException,
                                from_status)
@@ -76,6 +83,7 @@ class LedgerHandle(Handle):
         self.limits = AddMessageLimits.of(self.conf, self.digest)
         # What every append checks, read once (the configuration is fixed for the handle's life).
         self._max_pending = self.conf.maxPendingAdds
+        self._quorum_timeout = self.conf.addEntryQuorumTimeoutSec
         self._max_payload, self._entry_overhead = self.limits.max_payload, self.limits.entry_overhead
         self._run_entries, self._run_bytes = self.limits.max_entries, self.limits.entry_bytes
         self._lock = threading.RLock()
@@ -280,7 +288,9 @@ class LedgerHandle(Handle):
                 failed = self._fail(error)
             else:
                 log.warning("ledger %s: bookie %s failed (%s); changing the ensemble", self.ledger, batch.bookie, error)
-                self.bk.quarantine(batch.bookie)
+                self.bk.bookie_failed(batch.bookie)
+                self.reader.bookie_failed(batch.bookie)
+                self._ensemble_change.bookie_failed(batch.bookie, error)
                 # Its unacknowledged entries go to the replacement, with the rest of its outbox.
                 self._outboxes.bookie_failed(batch.index, self._pending)
                 failed = []
@@ -292,6 +302,7 @@ class LedgerHandle(Handle):
         done = []
         if self._ensemble_change.running:
             return done
+        lac = self.last_add_confirmed
         while self._pending and self._pending[0].is_complete(self.ack_quorum) \
                 and self._pending[0].entry_id == self.last_add_confirmed + 1:
             op = self._pending.popleft()
@@ -300,6 +311,8 @@ class LedgerHandle(Handle):
             self._pending_entries -= op.count
             if op.has_futures:
                 done.append(op)
+        if self.last_add_confirmed != lac:
+            self._ensemble_change.progressed()
         if done:
             self._changed.notify_all()
         return done
@@ -326,13 +339,62 @@ class LedgerHandle(Handle):
 
     # -- timeouts, explicit LAC (driven by the client's timer) ---------------------------------------------
     def check_add_timeouts(self, now: float) -> None:
-        """A bookie that has not answered a batch within addEntryTimeout is replaced (monitorPendingAddOps)."""
+        """A bookie that has not answered a batch within addEntryTimeout is replaced; an add not acknowledged
+        within addEntryQuorumTimeoutSec fails the writer (monitorPendingAddOps)."""
         with self._lock:
-            stale = self._outboxes.timed_out(now, self.conf.addEntryTimeout)
+            if self._quorum_timeout > 0 and self._error is None:
+                failed = self._check_quorum_timeout(now)
+                if failed is not None:
+                    stale = []
+                else:
+                    stale = self._outboxes.timed_out(now, self.conf.addEntryTimeout)
+            else:
+                failed, stale = None, self._outboxes.timed_out(now, self.conf.addEntryTimeout)
+        if failed:
+            self.bk.fail_all(failed)
         for batch in stale:
             self._batch_failed(batch, BKTimeoutException(
                 f"bookie {batch.bookie} did not acknowledge entries {batch.ops[0].entry_id}.. of ledger {self.ledger} "
                 f"within addEntryTimeout {self.conf.addEntryTimeout:.1f} s"))
+
+    def _check_quorum_timeout(self, now: float) -> list[tuple[Future, Exception]] | None:
+        """Fail the writer if its oldest add not yet acknowledged by AQ bookies is older than
+        addEntryQuorumTimeoutSec (PendingAddOp.timeoutQuorumWait: BookKeeper's errorOutPendingAdds); None if
+        none is (lock held). Ops are queued as appended, so the first incomplete one is the oldest."""
+        oldest = next((op for op in self._pending if not op.is_complete(self.ack_quorum)), None)
+        if oldest is None:
+            oldest = self._open
+        if oldest is None or now - oldest.started < self._quorum_timeout:
+            return None
+        return self._fail(BKAddEntryQuorumTimeoutException(self._quorum_wait(oldest)))
+
+    def _quorum_wait(self, op) -> str:
+        """Why ``op`` (a PendingAddOp, or the OpenAddRun not sent yet) is not acknowledged: each bookie of
+        its write set and what it answered (lock held)."""
+        change = self._ensemble_change
+        if isinstance(op, PendingAddOp):
+            indexes, acked = op.write_set, op.acked
+        else:
+            indexes, acked = range(self.ensemble_size), ()
+        states = []
+        for i in indexes:
+            bookie = self.ensemble[i]
+            if i in acked:
+                state = "acknowledged"
+            elif i in self._outboxes.failed:
+                state = f"failed ({change.failures.get(bookie, 'unknown')}), not replaced yet"
+            elif isinstance(op, PendingAddOp):
+                state = "no answer"
+            else:
+                state = "not sent (no bookie had room for another message)"
+            earlier = [o for _, o, n in change.replaced if n == bookie]
+            if earlier:
+                state += f", in place of {change.named(earlier)}"
+            states.append(f"{bookie}: {state}")
+        return (f"ledger {self.ledger}: entries {op.entry_id}..{op.last_id} were not acknowledged by "
+                f"{self.ack_quorum} bookies of their write set within addEntryQuorumTimeoutSec "
+                f"{self._quorum_timeout:g} s ({'; '.join(states)}); the writer stops: appends of entries "
+                f"{op.entry_id}..{self.last_add_pushed} fail")
 
     def flush_explicit_lac_if_due(self, now: float) -> None:
         """Send the LAC to the bookies if the writer is idle and they may not know it (ExplicitLacFlushPolicy)."""
@@ -413,8 +475,10 @@ class LedgerHandle(Handle):
                                                   "this writer cannot close it")
             return md.with_state(LedgerState.CLOSED, lac, length)
 
-        versioned = update_ledger_metadata(self.bk.store, self.ledger, self._versioned, lambda md: not md.is_closed,
-                                           transform, doubt_window(self.conf))
+        versioned = within_doubt_window(self.conf, f"close of ledger {self.ledger} at entry {lac}", lambda abandoned:
+                                        update_ledger_metadata(self.bk.store, self.ledger, self._versioned,
+                                                               lambda md: not md.is_closed,
+                                                               abandon_check(abandoned, transform), doubt_window(self.conf)))
         md = versioned.value
         if (md.last_entry_id, md.length) != (lac, length):
             raise BKMetadataVersionException(

@@ -5,8 +5,12 @@
 - A range: per fragment, every bookie of the ensemble streams the entries it is first in the write
   set for (a stride filter), all in parallel; whatever did not arrive or failed its digest is
   range-read from the next bookie of its write set, then the next, and only what none sent is read
-  entry by entry.
+  entry by entry. A stream that sends nothing for ``readTimeout`` is given up on (its bookie counts as
+  failed), so a bookie that hangs delays a read by ``readTimeout``, not by the stream's deadline.
 - The LAC: ReadLac from every bookie of the last ensemble, accepted only under quorum coverage.
+- Failure history (``enableBookieFailureTracking``, BookKeeper's LedgerHandle.bookieFailureHistory):
+  a bookie that failed a read (or, for a writer's handle, an add) within
+  ``bookieFailureHistoryExpirationMSec`` is asked after the other replicas.
 
 "No such entry" (every replica said so) is BKNoSuchEntryException; anything else that leaves an entry
 unread is BKReadException (or BKDigestMatchException when every copy failed its digest).
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from itertools import repeat
@@ -43,12 +48,66 @@ class LastConfirmed:
     length: int  # the ledger length recorded with that LAC's entry (0 if unknown)
 
 
+class _Stream:
+    """One bookie's range read in progress: when it started or last sent something (None while its job
+    waits for a thread: that is no bookie's silence), and whether the reader gave up on it (from then on it
+    places nothing more)."""
+
+    __slots__ = ("heard", "abandoned", "lock")
+
+    def __init__(self) -> None:
+        self.heard: float | None = None
+        self.abandoned = False
+        self.lock = threading.Lock()
+
+    def abandon(self, silent_for: float) -> bool:
+        """Give up on the stream if it has sent nothing for ``silent_for`` seconds."""
+        with self.lock:
+            if self.heard is None or time.monotonic() - self.heard < silent_for:
+                return False
+            self.abandoned = True
+            return True
+
+
 class LedgerReader:
     def __init__(self, bk, ledger: LedgerId, digest: DigestManager):
         self.bk = bk
         self.ledger = ledger
         self.digest = digest
         self.conf = bk.conf
+        # ``bk`` may be any object with ``conf``, ``bookie_client`` and ``executor`` (Spark's PartitionClients).
+        self._tracking = getattr(self.conf, "enableBookieFailureTracking", True)
+        self._history = getattr(self.conf, "bookieFailureHistoryExpirationMSec", 60000) / 1000.0
+        self._failed_at: dict[str, float] = {}  # bookie -> when it last failed this handle
+
+    # -- failure history -----------------------------------------------------------------------------
+    def bookie_failed(self, bookie: str) -> None:
+        """``bookie`` failed this handle (a read, or the writer's add): asked last for a while."""
+        if self._tracking:
+            self._failed_at[bookie] = time.monotonic()
+
+    def _read_failed(self, bookie: str) -> None:
+        self.bookie_failed(bookie)
+        tell = getattr(self.bk, "bookie_failed", None)  # the client's quarantine (BookKeeper.bookie_failed)
+        if tell is not None:
+            tell(bookie)
+
+    def _recently_failed(self) -> set[str]:
+        if not self._failed_at:
+            return set()
+        since = time.monotonic() - self._history
+        failures = list(self._failed_at.items())  # one C call: range-read threads may add meanwhile
+        for bookie, at in failures:
+            if at <= since:
+                self._failed_at.pop(bookie, None)
+        return {bookie for bookie, at in failures if at > since}
+
+    def _in_read_order(self, indexes, ensemble: list[str]) -> list[int]:
+        """Write-set ``indexes`` in BookKeeper's order, those of recently failed bookies last."""
+        recent = self._recently_failed()
+        if not recent:
+            return list(indexes)
+        return sorted(indexes, key=lambda i: ensemble[i] in recent)
 
     # -- one entry -----------------------------------------------------------------------------------
     def read_entry(self, metadata: LedgerMetadata, entry_id: int, skip: tuple[str, ...] = ()) -> bytes:
@@ -58,7 +117,8 @@ class LedgerReader:
     def read_verified(self, metadata: LedgerMetadata, entry_id: int, skip: tuple[str, ...] = ()):
         """(header, payload view) of one entry, verified, from the first replica that has a good copy."""
         ensemble = metadata.ensemble_at(entry_id)
-        order = [ensemble[i] for i in write_set(entry_id, len(ensemble), metadata.write_quorum_size)]
+        order = [ensemble[i] for i in self._in_read_order(write_set(entry_id, len(ensemble), metadata.write_quorum_size),
+                                                          ensemble)]
         order = [b for b in order if b not in skip] + [b for b in order if b in skip]
         return self._read_from(order, entry_id)
 
@@ -81,6 +141,7 @@ class LedgerReader:
                     response = future.result()
                 except BKException as exc:
                     errors.append(f"{bookie}: {exc}")
+                    self._read_failed(bookie)
                     continue
                 if response.status == status.EOK:
                     try:
@@ -128,6 +189,7 @@ class LedgerReader:
             plan = [(i, first, last, E, i) for i in range(E)]
         # Bookie i's share has the write set of entry i (striped: every entry of it; WQ == E: every bookie
         # holds it all): what a bookie did not send is range-read from the next bookie of that write set.
+        orders = {i: self._in_read_order(write_set(i, E, metadata.write_quorum_size), ensemble) for i, *_ in plan}
         failed: set[str] = set()
         for k in range(metadata.write_quorum_size):
             jobs = {}
@@ -135,12 +197,12 @@ class LedgerReader:
                 share_ids = range(a + (offset - a) % stride, b + 1, stride) if stride else range(a, b + 1)
                 todo = [e for e in share_ids if result[e - first] is None]
                 if todo:
-                    bookie = ensemble[write_set(i, E, metadata.write_quorum_size)[k]]
+                    bookie, stream = ensemble[orders[i][k]], _Stream()
                     jobs[self.bk.executor.submit(self._stream_from, bookie, todo[0], todo[-1], stride, offset,
-                                                 result, first)] = bookie
+                                                 result, first, stream)] = (bookie, stream)
             if not jobs:
                 break
-            failed |= {bookie for job, bookie in jobs.items() if job.result()}
+            failed |= self._await_streams(jobs)
         lid = self.ledger.ledger_id
         for k, entry in enumerate(result):
             if entry is None:  # on no replica in one piece: entry by entry, which tells absence from failure
@@ -148,19 +210,56 @@ class LedgerReader:
                 result[k] = LedgerEntry(lid, entry_id, self.read_entry(metadata, entry_id, skip=tuple(failed)))
         return result
 
+    def _await_streams(self, jobs: dict) -> set[str]:
+        """Wait for a round of range reads (job -> (bookie, _Stream)); a stream silent for ``readTimeout``
+        is given up on. Returns the bookies that failed or were given up on."""
+        failed: set[str] = set()
+        silent_for = self.conf.readTimeout
+        pending = dict(jobs)
+        while pending:
+            heard = [stream.heard for _, stream in pending.values() if stream.heard is not None]
+            wait = max(0.0, min(heard) + silent_for - time.monotonic()) if heard else silent_for
+            done, _ = cf.wait(pending, timeout=wait, return_when=cf.FIRST_COMPLETED)
+            for job in done:
+                bookie, _ = pending.pop(job)
+                if job.result():
+                    failed.add(bookie)
+            for job, (bookie, stream) in list(pending.items()):
+                if stream.abandon(silent_for):  # its thread ends with the stream's own deadline
+                    del pending[job]
+                    failed.add(bookie)
+                    self._read_failed(bookie)
+                    log.warning("ledger %s: bookie %s sent nothing for readTimeout %.1f s; reading its entries "
+                                "from the other replicas", self.ledger, bookie, silent_for)
+        return failed
+
     def _stream_from(self, bookie: str, first: int, last: int, stride: int, offset: int, result: list,
-                     base: int) -> str | None:
+                     base: int, stream: _Stream | None = None) -> str | None:
         """Put the entries of ``[first, last]`` with ``e % stride == offset`` from one bookie into
-        ``result[e - base]`` (verified); returns what went wrong, if anything."""
+        ``result[e - base]`` (verified); returns what went wrong, if anything. Once ``stream`` is
+        abandoned nothing more is placed."""
+        if stream is not None:
+            stream.heard = time.monotonic()  # started: silence counts from now
         try:
             for message in self.bk.bookie_client(bookie).read_entries(
                     self.ledger, first, last, self.conf.readBatchBytes, stride if stride > 1 else 0, offset,
                     timeout=self.conf.readTimeout * 12):
                 if message.status != status.EOK:
                     return f"{status.name_of(message.status)} {message.message}"
-                with gc_paused():  # thousands of entries per message: see bookie/util/gc_pause.py
-                    self._place(message.entries, bookie, first, last, result, base)
+                if stream is None:
+                    with gc_paused():  # thousands of entries per message: see bookie/util/gc_pause.py
+                        self._place(message.entries, bookie, first, last, result, base)
+                    continue
+                with stream.lock:
+                    if stream.abandoned:
+                        return "given up on: silent for readTimeout"
+                    stream.heard = time.monotonic()
+                    with gc_paused():
+                        self._place(message.entries, bookie, first, last, result, base)
+                    stream.heard = time.monotonic()
         except BKException as exc:  # a bookie failure or a bad copy (BKDigestMatchException)
+            if not isinstance(exc, BKDigestMatchException) and not (stream is not None and stream.abandoned):
+                self._read_failed(bookie)
             return str(exc)
         return None
 

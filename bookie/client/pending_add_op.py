@@ -9,6 +9,7 @@ when, for every write set they use, AQ of its bookies have answered.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, LOGGER, PENDING, InvalidStateError
 
@@ -127,15 +128,16 @@ class PendingAddOp:
     entries whose write set holds i). ``quorums`` are the distinct write sets of those entries.
     ``futures`` (coalesced single appends) holds one future per entry, each getting its entry id;
     otherwise ``future`` (None for the inner pieces of a split batch) gets ``range(result_first,
-    last_id + 1)``. ``length`` is the ledger's length through ``last_id``.
+    last_id + 1)``. ``length`` is the ledger's length through ``last_id``. ``started`` (monotonic) is when
+    its first entry was appended: what ``addEntryQuorumTimeoutSec`` counts from.
     """
 
     __slots__ = ("entry_id", "last_id", "length", "parts", "future", "futures", "write_set", "quorums", "acked",
-                 "result_first")
+                 "result_first", "started")
 
     def __init__(self, entry_id: int, last_id: int, length: int, parts: dict[int, bytes], future: Future | None,
                  quorums: tuple[tuple[int, ...], ...], result_first: int | None = None,
-                 futures: list[Future] | None = None):
+                 futures: list[Future] | None = None, started: float | None = None):
         self.entry_id = entry_id
         self.last_id = last_id
         self.length = length
@@ -146,6 +148,7 @@ class PendingAddOp:
         self.quorums = quorums
         self.acked: set[int] = set()
         self.result_first = result_first
+        self.started = time.monotonic() if started is None else started
 
     @property
     def count(self) -> int:
@@ -188,9 +191,10 @@ class OpenAddRun:
     ``entry_id``, kept as payloads and futures until ``seal`` frames them all at once into one
     PendingAddOp (when a bookie has room, or when one more would not fit in one add message).
     Framing late is what makes a pipelined append cheap: one buffer and one op per run, not per entry.
-    ``size`` is what the run's frames will take (payloads and per-entry overhead)."""
+    ``size`` is what the run's frames will take (payloads and per-entry overhead); ``started`` when its
+    first entry was appended."""
 
-    __slots__ = ("entry_id", "start_length", "payloads", "futures", "size")
+    __slots__ = ("entry_id", "start_length", "payloads", "futures", "size", "started")
 
     def __init__(self, entry_id: int, start_length: int):
         self.entry_id = entry_id
@@ -198,10 +202,15 @@ class OpenAddRun:
         self.payloads: list[bytes] = []
         self.futures: list[Future] = []
         self.size = 0
+        self.started = time.monotonic()
+
+    @property
+    def last_id(self) -> int:
+        return self.entry_id + len(self.payloads) - 1
 
     def seal(self, digest: DigestManager, lac: int, write_sets: list[tuple[int, ...]]) -> PendingAddOp:
         """The run framed (carrying ``lac``, the LAC at the time it is sent) as one pending op."""
         parts, quorums, length = frame_and_stripe(digest, self.entry_id, lac, self.start_length, self.payloads,
                                                   write_sets)
         return PendingAddOp(self.entry_id, self.entry_id + len(self.payloads) - 1, length, parts, None, quorums,
-                            futures=self.futures)
+                            futures=self.futures, started=self.started)
