@@ -1,11 +1,19 @@
-"""The metadata store on ZooKeeper (kazoo), in BookKeeper's layout (bookie.meta.layout)."""
+"""The metadata store on ZooKeeper (kazoo), in BookKeeper's layout (bookie.meta.layout).
+
+One kazoo client per store, connected to every server of the ensemble the URI lists: kazoo moves to
+another server when its server goes, keeping the session. A request that may be sent twice (a read, the
+ledger id, a ledger's creation, a registration) is sent again once the client is connected again, for up
+to two zkTimeouts (BookKeeper's ZooKeeperClient waits zkTimeout for a connection); a change whose reply was lost
+is in doubt and raised as BKZKConnectionLossException for the caller to re-read. After a session expiry,
+kazoo opens a new session and the bookie's registrations are created again.
+"""
 from __future__ import annotations
 
 import logging
 import threading
 import time
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError, NoNodeError,
@@ -23,9 +31,12 @@ from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
 from bookie.meta.ledger_range_iterator import LedgerRangeIterator
 from bookie.meta.metadata_store import LedgerRange, MetadataStore, Versioned
+from bookie.meta.retry import retry_when_reconnected
 from bookie.meta.service_uri import MetadataServiceUri
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+LOST_CONNECTION = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)  # kazoo's: the request is in doubt
 
 
 def connect(hosts: str, timeout_ms: int = 10000, connect_timeout: float = 15.0) -> KazooClient:
@@ -49,6 +60,7 @@ class ZKMetadataStore(MetadataStore):
         self.zk_timeout_ms = zk_timeout_ms
         self._manager: str | None = None
         self._registrations: dict[tuple[str, bool], bytes] = {}
+        self._registering = threading.Lock()  # registrations and their re-creation after an expiry, one at a time
         self._lock = threading.Lock()
         self._watchers: dict = {}  # node_children's one-shot watch callables -> their kazoo watcher
         self.zk.add_listener(self._on_state)
@@ -62,7 +74,7 @@ class ZKMetadataStore(MetadataStore):
         """The ledger manager of the cluster's LAYOUT (hierarchical for a cluster without one)."""
         if self._manager is None:
             try:
-                data, _ = self.zk.get(self._path(layout.LAYOUT_ZNODE))
+                data, _ = self._retrying("read of the layout", lambda: self.zk.get(self._path(layout.LAYOUT_ZNODE)))
                 found = layout.LedgerLayout.decode(data).manager
             except NoNodeError:
                 found = self.uri.layout or "hierarchical"
@@ -79,16 +91,40 @@ class ZKMetadataStore(MetadataStore):
 
     def _zk_error(self, what: str, exc: Exception) -> BKZKException:
         # A lost connection leaves a change in doubt (applied or not): a distinct class, so callers re-read.
-        uncertain = isinstance(exc, (ConnectionLoss, OperationTimeoutError, SessionExpiredError))
+        uncertain = isinstance(exc, LOST_CONNECTION)
         return (BKZKConnectionLossException if uncertain else BKZKException)(
             f"{what} failed on ZooKeeper {self.uri.hosts}: {type(exc).__name__} {exc}")
+
+    def _retrying(self, what: str, request: Callable[[], T]) -> T:
+        """``request()``, one that may be sent twice (a read, or a write whose repeat is harmless), sent again
+        when the connection is lost under it, once kazoo is connected again (to any server of the ensemble),
+        for up to two zkTimeouts (a hung server is left after two thirds of one, and a quorum that lost its
+        leader needs a new election); then BKZKConnectionLossException. Other kazoo errors pass through."""
+        def attempt() -> T:
+            try:
+                return request()
+            except LOST_CONNECTION as exc:
+                raise self._zk_error(what, exc) from None
+        return retry_when_reconnected(attempt, lambda: self.zk.connected, 2 * self.zk_timeout_ms / 1000.0)
+
+    def _delete_if_there(self, what: str, path: str) -> None:
+        """Delete ``path``, sent again after a lost reply (a node gone already is deleted)."""
+        try:
+            self._retrying(what, lambda: self.zk.delete(path))
+        except NoNodeError:
+            pass
+        except KazooException as exc:
+            raise self._zk_error(what, exc) from None
 
     # -- cluster -------------------------------------------------------------------------------------
     def init_new_cluster(self) -> bool:
         manager = self.uri.layout or "hierarchical"
-        if self.zk.exists(self._path(layout.INSTANCEID)):
-            return False
-        self.zk.ensure_path(self.root)
+        try:
+            if self._retrying("initnewcluster", lambda: self.zk.exists(self._path(layout.INSTANCEID))):
+                return False
+            self._retrying("initnewcluster", lambda: self.zk.ensure_path(self.root))  # every parent of the root too
+        except KazooException as exc:
+            raise self._zk_error("initnewcluster", exc) from None
         tx = self.zk.transaction()
         tx.create(self._path(layout.AVAILABLE_NODE), b"")
         tx.create(self._path(layout.AVAILABLE_NODE, layout.READONLY), b"")
@@ -105,19 +141,27 @@ class ZKMetadataStore(MetadataStore):
 
     def instance_id(self) -> str:
         try:
-            return self.zk.get(self._path(layout.INSTANCEID))[0].decode()
+            data, _ = self._retrying("read of the instance id", lambda: self.zk.get(self._path(layout.INSTANCEID)))
+            return data.decode()
         except NoNodeError:
             raise BKZKException(f"no cluster at {self.uri}: {self._path(layout.INSTANCEID)} is missing "
                                 "(run `bk shell initnewcluster`)") from None
+        except KazooException as exc:
+            raise self._zk_error("read of the instance id", exc) from None
 
     # -- ledgers -------------------------------------------------------------------------------------
     def generate_ledger_id(self) -> int:
-        return ZkLedgerIdGenerator(self.zk, self.root).generate()
+        # Sent again after a lost reply: at worst an id goes unused.
+        try:
+            return self._retrying("ledger id generation", ZkLedgerIdGenerator(self.zk, self.root).generate)
+        except KazooException as exc:
+            raise self._zk_error("ledger id generation", exc) from None
 
     def create_ledger(self, ledger: LedgerId, metadata: ledger_metadata.LedgerMetadata) -> Versioned[ledger_metadata.LedgerMetadata]:
         path = self.ledger_path(ledger)
+        data = ledger_metadata.serialize(metadata)
         try:
-            self.zk.create(path, ledger_metadata.serialize(metadata), makepath=True)
+            self._retrying(f"create of ledger {ledger}", lambda: self.zk.create(path, data, makepath=True))
         except NodeExistsError:
             # A create resent after a connection loss may have succeeded: the creation token tells.
             existing = self.read_ledger(ledger)
@@ -131,7 +175,7 @@ class ZKMetadataStore(MetadataStore):
     def read_ledger(self, ledger: LedgerId) -> Versioned[ledger_metadata.LedgerMetadata]:
         path = self.ledger_path(ledger)
         try:
-            data, stat = self.zk.get(path)
+            data, stat = self._retrying(f"read of ledger {ledger}", lambda: self.zk.get(path))
         except NoNodeError:
             raise BKNoSuchLedgerExistsOnMetadataServerException(f"ledger {ledger} does not exist ({path})") from None
         except KazooException as exc:
@@ -168,7 +212,7 @@ class ZKMetadataStore(MetadataStore):
 
     def _children(self, path: str) -> list[str]:
         try:
-            return self.zk.get_children(path)
+            return self._retrying(f"listing {path}", lambda: self.zk.get_children(path))
         except NoNodeError:
             return []  # a range that was emptied and removed: nothing in it
         except KazooException as exc:
@@ -188,7 +232,7 @@ class ZKMetadataStore(MetadataStore):
 
     def sync(self) -> None:
         try:
-            self.zk.sync(self.root)
+            self._retrying(f"sync of {self.root}", lambda: self.zk.sync(self.root))
         except KazooException as exc:
             raise self._zk_error(f"sync of {self.root}", exc) from None
 
@@ -211,13 +255,19 @@ class ZKMetadataStore(MetadataStore):
     def register_bookie(self, bookie_id: str, read_only: bool, endpoints: tuple[Endpoint, ...]) -> None:
         data = BookieServiceInfo(tuple(endpoints), {"readOnly": str(read_only).lower()}).encode()
         path = self._bookie_path(bookie_id, read_only)
-        self._wait_stale_registration(path)
-        try:
+
+        def register() -> None:  # sent again after a lost reply: a node of our own session is replaced
+            self._wait_stale_registration(path)
             self.zk.create(path, data, ephemeral=True, makepath=True)
-        except NodeExistsError:
-            raise BKZKException(f"bookie {bookie_id} is already registered at {path} by a live session: "
-                                "is another bookie running with the same id?") from None
-        with self._lock:
+
+        with self._registering:
+            try:
+                self._retrying(f"registration of bookie {bookie_id}", register)
+            except NodeExistsError:
+                raise BKZKException(f"bookie {bookie_id} is already registered at {path} by a live session: "
+                                    "is another bookie running with the same id?") from None
+            except KazooException as exc:
+                raise self._zk_error(f"registration of bookie {bookie_id}", exc) from None
             self._registrations[(bookie_id, read_only)] = data
         log.info("registered bookie %s at %s", bookie_id, path)
 
@@ -236,8 +286,9 @@ class ZKMetadataStore(MetadataStore):
     def bookie_service_info(self, bookie_id: str) -> BookieServiceInfo | None:
         """What the bookie registered (writable or read-only); None if it is not registered."""
         for read_only in (False, True):
+            path = self._bookie_path(bookie_id, read_only)
             try:
-                data, _ = self.zk.get(self._bookie_path(bookie_id, read_only))
+                data, _ = self._retrying(f"read of bookie {bookie_id}'s registration", lambda: self.zk.get(path))
             except NoNodeError:
                 continue
             except KazooException as exc:
@@ -248,35 +299,43 @@ class ZKMetadataStore(MetadataStore):
     def registration_session(self, bookie_id: str) -> int | None:
         """The ZooKeeper session that holds the bookie's registration (rw or ro), None if unregistered."""
         for read_only in (False, True):
-            stat = self.zk.exists(self._bookie_path(bookie_id, read_only))
+            path = self._bookie_path(bookie_id, read_only)
+            try:
+                stat = self._retrying(f"read of bookie {bookie_id}'s registration", lambda: self.zk.exists(path))
+            except KazooException as exc:
+                raise self._zk_error(f"read of bookie {bookie_id}'s registration", exc) from None
             if stat is not None:
                 return stat.ephemeralOwner
         return None
 
     def unregister_bookie(self, bookie_id: str, read_only: bool) -> None:
-        with self._lock:
+        path = self._bookie_path(bookie_id, read_only)
+        with self._registering:
             self._registrations.pop((bookie_id, read_only), None)
-        try:
-            self.zk.delete(self._bookie_path(bookie_id, read_only))
-        except NoNodeError:
-            pass
+            self._delete_if_there(f"unregistration of bookie {bookie_id}", path)
 
     def _on_state(self, state) -> None:
-        # Ephemeral registrations vanish with an expired session; put them back once reconnected.
+        # Ephemeral registrations vanish with an expired session (BookKeeper's ZKRegistrationManager tells its
+        # BookieStateManager, which registers again): put them back once connected with the new session.
         if state == KazooState.CONNECTED and self._registrations:
-            threading.Thread(target=self._reregister, daemon=True).start()
+            threading.Thread(target=self._reregister, name="ZKReregistration", daemon=True).start()
 
     def _reregister(self) -> None:
-        with self._lock:
-            registrations = dict(self._registrations)
-        for (bookie_id, read_only), data in registrations.items():
-            try:
-                self.zk.create(self._bookie_path(bookie_id, read_only), data, ephemeral=True, makepath=True)
-                log.info("re-registered bookie %s after a session loss", bookie_id)
-            except NodeExistsError:
-                pass
-            except KazooException:
-                log.exception("re-registration of %s failed", bookie_id)
+        """Create again every registration of this store that is missing (kept in ``_registrations``, with
+        its endpoints); one already there from this session stays. A failure is logged: the next
+        reconnection tries again."""
+        with self._registering:
+            for (bookie_id, read_only), data in list(self._registrations.items()):
+                path = self._bookie_path(bookie_id, read_only)
+                try:
+                    self._retrying(f"re-registration of bookie {bookie_id}",
+                                   lambda: self.zk.create(path, data, ephemeral=True, makepath=True))
+                    log.info("re-registered bookie %s at %s with a new ZooKeeper session", bookie_id, path)
+                except NodeExistsError:
+                    pass
+                except (KazooException, BKZKException):
+                    log.exception("re-registration of bookie %s failed; trying again at the next reconnection",
+                                  bookie_id)
 
     def bookies(self, read_only: bool = False) -> list[str]:
         children = self._children(self._path(layout.AVAILABLE_NODE, *([layout.READONLY] if read_only else [])))
@@ -302,10 +361,13 @@ class ZKMetadataStore(MetadataStore):
         return f"zookeeper {self._path(layout.COOKIE_NODE, bookie_id)}"
 
     def read_cookie(self, bookie_id: str) -> Versioned[bytes] | None:
+        path = self._path(layout.COOKIE_NODE, bookie_id)
         try:
-            data, stat = self.zk.get(self._path(layout.COOKIE_NODE, bookie_id))
+            data, stat = self._retrying(f"read of {path}", lambda: self.zk.get(path))
         except NoNodeError:
             return None
+        except KazooException as exc:
+            raise self._zk_error(f"read of {path}", exc) from None
         return Versioned(data, stat.version)
 
     def write_cookie(self, bookie_id: str, cookie: bytes, version: int | None) -> None:
@@ -317,17 +379,17 @@ class ZKMetadataStore(MetadataStore):
                 self.zk.set(path, cookie, version=version)
         except (NodeExistsError, BadVersionError):
             raise BKMetadataVersionException(f"cookie of bookie {bookie_id} changed concurrently") from None
+        except KazooException as exc:
+            raise self._zk_error(f"write of {path}", exc) from None
 
     def delete_cookie(self, bookie_id: str) -> None:
-        try:
-            self.zk.delete(self._path(layout.COOKIE_NODE, bookie_id))
-        except NoNodeError:
-            pass
+        path = self._path(layout.COOKIE_NODE, bookie_id)
+        self._delete_if_there(f"delete of {path}", path)
 
     # -- plain nodes ---------------------------------------------------------------------------------
     def read_node(self, path: str) -> Versioned[bytes] | None:
         try:
-            data, stat = self.zk.get(self._path(path))
+            data, stat = self._retrying(f"read of {self._path(path)}", lambda: self.zk.get(self._path(path)))
         except NoNodeError:
             return None
         except KazooException as exc:
@@ -377,7 +439,8 @@ class ZKMetadataStore(MetadataStore):
         with self._lock:  # one kazoo watcher per callable: kazoo keeps a set, so re-arming does not pile up
             watcher = self._watchers.setdefault(watch, lambda event: watch())
         try:
-            return sorted(self.zk.get_children(self._path(path), watch=watcher))
+            return sorted(self._retrying(f"listing {self._path(path)}",
+                                         lambda: self.zk.get_children(self._path(path), watch=watcher)))
         except NoNodeError:
             return []
         except KazooException as exc:

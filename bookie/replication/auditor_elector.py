@@ -4,7 +4,10 @@ Every AutoRecovery process votes with an EPHEMERAL_SEQUENTIAL node
 ``<root>/underreplication/auditorelection/V_<seq>`` holding an ``AuditorVoteFormat`` (protobuf text format).
 The lowest sequence number is the auditor; every other voter watches only its predecessor (no herd when
 the auditor goes). The winner also writes its vote into the ``auditorelection`` node itself, where
-BookKeeper's ``whoisauditor`` looks. A voter whose session expired (its vote gone) votes again.
+BookKeeper's ``whoisauditor`` looks. A voter whose session expired (its vote gone with it) stops being the
+auditor at once, before it votes again: meanwhile another participant may have been elected (BookKeeper's
+AutoRecoveryMain shuts down on an expiry instead; here the participant stays and rejoins the election).
+Each voter also watches its own vote, so it learns of the loss as soon as its client has a new session.
 
 ``LeaderElection`` is the recipe (kazoo's model: recipes apart from the client); ``AuditorElector`` runs it
 on a thread and starts or stops the ``Auditor`` as the election turns.
@@ -61,26 +64,40 @@ def current_auditor(store: MetadataStore) -> str | None:
 
 class LeaderElection:
     """One vote in the election: ``check()`` says whether it leads, and otherwise watches the predecessor
-    so that ``wake`` is called when it may lead."""
+    so that ``wake`` is called when it may lead. It watches its own vote too: ``wake`` is called when the
+    vote goes (its session expired), and the next ``check()`` calls ``on_lost`` before voting again."""
 
-    def __init__(self, store: MetadataStore, path: str, data: bytes, wake: Callable[[], None]):
+    def __init__(self, store: MetadataStore, path: str, data: bytes, wake: Callable[[], None],
+                 on_lost: Callable[[], None] = lambda: None):
         self.store = store
         self.path = path
         self.data = data
         self.wake = wake
+        self.on_lost = on_lost
         self.vote: str | None = None  # our node's name, e.g. V_0000000003
+        self._unwatch_own: Callable[[], None] | None = None
         self._unwatch: Callable[[], None] | None = None
 
     def check(self) -> bool:
-        """Vote if we have no live vote, then True if ours is the lowest."""
+        """Vote if we have no live vote (``on_lost`` first if we had one), then True if ours is the lowest."""
         votes = ordered_votes(self.store.node_children(self.path))
-        if self.vote not in votes:
+        if self.vote is not None and self.vote not in votes:
+            log.warning("the vote %s/%s is gone with its ZooKeeper session", self.path, self.vote)
+            self._stop_watching()
+            self.vote = None
+            self.on_lost()
+        if self.vote is None:
             created = self.store.create_node(f"{self.path}/{VOTE_PREFIX}", self.data, ephemeral=True, sequential=True)
             self.vote = created.rpartition("/")[2]
             log.info("voted for the auditor as %s/%s", self.path, self.vote)
+            self._unwatch_own = self.store.watch_node(f"{self.path}/{self.vote}",
+                                                      lambda node: node is None and self.wake())
             votes = ordered_votes(self.store.node_children(self.path))
+            if self.vote not in votes:  # gone already (an expiry right after the vote): vote again at once
+                self.wake()
+                return False
         mine = votes.index(self.vote)
-        self._stop_watching()
+        self._stop_watching_predecessor()
         if mine == 0:
             return True
         # Watch the predecessor only (no herd when the auditor goes); gone already: look again at once.
@@ -88,10 +105,16 @@ class LeaderElection:
                                               lambda node: node is None and self.wake())
         return False
 
-    def _stop_watching(self) -> None:
+    def _stop_watching_predecessor(self) -> None:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
+
+    def _stop_watching(self) -> None:
+        self._stop_watching_predecessor()
+        if self._unwatch_own is not None:
+            self._unwatch_own()
+            self._unwatch_own = None
 
     def withdraw(self) -> None:
         self._stop_watching()
@@ -112,7 +135,7 @@ class AuditorElector:
         self.on_revoked = on_revoked
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self.election = LeaderElection(store, ELECTION_PATH, encode_vote(bookie_id), self._wake.set)
+        self.election = LeaderElection(store, ELECTION_PATH, encode_vote(bookie_id), self._wake.set, self._vote_lost)
         self.is_auditor = False
         self._thread = threading.Thread(target=self._run, name="AuditorElector", daemon=True)
 
@@ -147,6 +170,13 @@ class AuditorElector:
         except BKException:  # half started: stopped again, and started whole at a later check
             self._step_down()
             raise
+
+    def _vote_lost(self) -> None:
+        """Our vote went with our session: whoever leads now, it is not us until the new vote says so."""
+        if self.is_auditor:
+            log.warning("%s lost its ZooKeeper session: it stops being the auditor before voting again",
+                        self.bookie_id)
+            self._step_down()
 
     def _step_down(self) -> None:
         self.is_auditor = False

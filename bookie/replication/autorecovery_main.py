@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 def default_id(conf) -> str:
     """The participant's id, as BookKeeper's: the bookie id its configuration gives."""
-    return conf["bookieId"] or f"{conf['advertisedAddress']}:{conf['bookiePort']}"
+    return conf.bookie_id
 
 
 class AutoRecoveryMain:
@@ -51,8 +51,8 @@ class AutoRecoveryMain:
         """The participant's client (the worker's, and the auditor's replicas check)."""
         from bookie.client import BookKeeper
         with self._lock:
-            if self._client is None:
-                self._client = BookKeeper(self.conf["metadataServiceUri"])
+            if self._client is None:  # one configuration for both, as BookKeeper's: the same session timeout
+                self._client = BookKeeper(self.conf["metadataServiceUri"], {"zkTimeout": self.conf["zkTimeout"]})
             return self._client
 
     def _bookie_client(self, bookie: str):

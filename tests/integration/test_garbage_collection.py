@@ -18,6 +18,7 @@ from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.server.garbage_collector import GarbageCollectorThread
+from tests.helpers.held_process import hold
 from tests.helpers.sample_metadata import metadata
 from tests.helpers.waiting import DEADLINE, wait_for
 
@@ -152,8 +153,7 @@ def test_zookeeper_sigstopped_mid_scan_deletes_nothing(gc_engine, zookeeper):
     stopped = []
 
     def stop_zookeeper():
-        os.kill(zookeeper.proc.pid, signal.SIGSTOP)
-        stopped.append(True)
+        stopped.append(hold(zookeeper.proc.pid))  # every thread stopped: no answer slips out after it
 
     gc.scanner.after_snapshot = stop_zookeeper
     scan = threading.Thread(target=gc.run_once)
@@ -162,8 +162,8 @@ def test_zookeeper_sigstopped_mid_scan_deletes_nothing(gc_engine, zookeeper):
         scan.join(DEADLINE)  # the listing fails once the client sees the server silent (2 s session)
         assert not scan.is_alive()
     finally:
-        if stopped:
-            os.kill(zookeeper.proc.pid, signal.SIGCONT)
+        for resume in stopped:
+            resume()
         scan.join(DEADLINE)
     assert stored(bookie, [live, gone]) == [live, gone] and gc.status().ledgers_deleted == 0
     gc.scanner.after_snapshot = None
@@ -183,11 +183,11 @@ def test_connection_loss_during_the_listing_deletes_nothing(gc_engine, zookeeper
     def lose_connection_after_the_first_range(scope_id=0):
         listing = ranges(scope_id)
         yield next(listing)
-        os.kill(zookeeper.proc.pid, signal.SIGSTOP)
+        resume = hold(zookeeper.proc.pid)
         try:
             yield from listing
         finally:
-            os.kill(zookeeper.proc.pid, signal.SIGCONT)
+            resume()
 
     store.ledger_ranges = lose_connection_after_the_first_range
     gc.run_once()

@@ -1,4 +1,5 @@
-"""Ledger metadata without a server: BookKeeper's znode paths, the V3 and V2 formats, metadata service URIs.
+"""Ledger metadata without a server: BookKeeper's znode paths, the V3 and V2 formats, metadata service URIs
+(several servers separated by ';' or ',', a root below a chroot).
 
 The same metadata on a real ZooKeeper: tests/integration/test_zk_metadata_store.py."""
 from __future__ import annotations
@@ -50,6 +51,46 @@ def test_service_uri():
     for bad in ("", "http://h:1/ledgers", "zk://h:1", "zk://h/ledgers", "zk+weird://h:1/x"):
         with pytest.raises(ValueError, match="expected zk://host:port"):
             MetadataServiceUri.parse(bad)
+
+
+@pytest.mark.parametrize("text,hosts,root", [
+    # BookKeeper's documented form: ';' between the servers
+    ("zk://zk1:2181;zk2:2181;zk3:2181/ledgers", "zk1:2181,zk2:2181,zk3:2181", "/ledgers"),
+    # a ZooKeeper connect string's ',' too, and both mixed
+    ("zk://zk1:2181,zk2:2181;zk3:2181/ledgers", "zk1:2181,zk2:2181,zk3:2181", "/ledgers"),
+    # a root below a chroot, at any depth; a trailing '/' is dropped
+    ("zk://10.0.0.1:2181;10.0.0.2:2181/chroot/ledgers/", "10.0.0.1:2181,10.0.0.2:2181", "/chroot/ledgers"),
+    ("zk://zk-1.example.com:2181/a/b/c/ledgers", "zk-1.example.com:2181", "/a/b/c/ledgers"),
+    ("zk://[::1]:2181;[fe80::1%eth0]:2182/ledgers", "[::1]:2181,[fe80::1%eth0]:2182", "/ledgers"),
+])
+def test_service_uri_servers_and_chroot(text, hosts, root):
+    uri = MetadataServiceUri.parse(text)
+    assert (uri.hosts, uri.root) == (hosts, root)
+    assert uri.servers == tuple(hosts.split(","))
+    assert str(uri) == "zk://" + hosts.replace(",", ";") + root  # printed in BookKeeper's form
+    assert MetadataServiceUri.parse(str(uri)) == uri
+
+
+@pytest.mark.parametrize("text,message", [
+    ("zk://zk1:2181;;zk2:2181/ledgers", "empty server between separators"),
+    ("zk://zk1:2181;/ledgers", "empty server between separators"),
+    ("zk://zk1;zk2:2181/ledgers", "server 'zk1' is not host:port, the host a name or an IPv4 address, or an IPv6 "
+                                  "address in brackets, the port 1-65535"),
+    ("zk://zk1:2181:2182/ledgers", "server 'zk1:2181:2182' is not host:port"),
+    ("zk://zk 1:2181/ledgers", "server 'zk 1:2181' is not host:port"),
+    ("zk://::1:2181/ledgers", "server '::1:2181' is not host:port"),
+    ("zk://zk1:0/ledgers", "server 'zk1:0': port '0' is not 1-65535"),
+    ("zk://zk1:65536/ledgers", "server 'zk1:65536': port '65536' is not 1-65535"),
+    ("zk://zk1:http/ledgers", "server 'zk1:http': port 'http' is not 1-65535"),
+    ("zk://zk1:2181/chroot//ledgers", "root path '/chroot//ledgers' must be /name"),
+    ("zk://zk1:2181/chroot/../ledgers", "root path '/chroot/../ledgers' must be /name"),
+    ("zk://zk1:2181/", "needs servers and a root path"),
+])
+def test_a_bad_service_uri_names_what_is_allowed(text, message):
+    with pytest.raises(ValueError) as error:
+        MetadataServiceUri.parse(text)
+    assert message in str(error.value)
+    assert "expected zk://host:port[;host:port...]/ledgers (servers separated by ';' or ','" in str(error.value)
 
 
 def test_a_recoverys_fragments_apply_to_the_fresh_metadata_without_touching_earlier_ones():
