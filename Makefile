@@ -14,6 +14,7 @@ $(STAMP): setup.py
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(PY) -m bookie.testing.netns ensure-tools  # nftables for the multi-host tests (as root); else says why they skip
 	$(PY) -m pytest tests
 
 # The unit tests alone (no process, no connection): seconds.
@@ -33,6 +34,7 @@ bench: $(STAMP)
 	$(PY) bench/gc.py
 	$(PY) bench/audit.py
 	$(PY) bench/rereplication.py
+	$(PY) bench/multihost.py  # says why it is skipped where network namespaces cannot be made
 	$(PY) bench/interop.py  # says why it is skipped where no real BookKeeper is found
 	$(PY) bench/interop_spark.py  # likewise
 

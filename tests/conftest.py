@@ -2,7 +2,9 @@
 
 A test's kind is its directory: ``tests/unit/`` starts no process and opens no connection,
 ``tests/integration/`` starts a real ZooKeeper, bookie processes or engine child processes, and
-``tests/spark/`` a real SparkSession (local[2]), ``tests/interop/`` real Apache BookKeeper (Java) bookies and tools. ``pytest -m unit`` runs the unit tests alone, in seconds.
+``tests/spark/`` a real SparkSession (local[2]), ``tests/interop/`` real Apache BookKeeper (Java) bookies and tools,
+``tests/multihost/`` hosts as network namespaces (root only; skipped elsewhere, with the reason).
+``pytest -m unit`` runs the unit tests alone, in seconds.
 """
 from __future__ import annotations
 
@@ -14,8 +16,14 @@ from bookie.server import Bookie, ServerConfiguration
 from tests.helpers.engine_ops import engine_settings
 from tests.helpers.native_bookie import served_natively
 
-KINDS = ("unit", "integration", "spark", "interop")
+KINDS = ("unit", "integration", "spark", "interop", "multihost")
 TESTS = pathlib.Path(__file__).parent
+
+
+def pytest_configure(config) -> None:
+    # The other kinds are registered in pytest.ini (--strict-markers).
+    config.addinivalue_line("markers", "multihost: hosts as network namespaces on a bridge, with faults "
+                                       "(bookie.testing.netns; root only) (tests/multihost/)")
 
 
 def pytest_collection_modifyitems(items) -> None:

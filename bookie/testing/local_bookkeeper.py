@@ -31,25 +31,15 @@ ADDRESS_IN_USE = "address already in use"
 
 
 @dataclass
-class LocalBookie:
-    """One bookie process: BookKeeper's native protocol on ``port`` (bookiePort, its bookie id), gRPC
-    on ``grpc_port`` (grpcPort)."""
+class BookieProcess:
+    """A bookie process of a test cluster: its directory (conf, log, journal, ledgers), the process and
+    the settings it was started with. Subclasses say where it is (``bookie_id``)."""
 
     index: int
-    port: int
-    grpc_port: int
     directory: str
     proc: subprocess.Popen | None = None
     settings: dict = field(default_factory=dict)
     stale_session: int | None = None  # the session of a registration left by a killed process
-
-    @property
-    def bookie_id(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def grpc_address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
 
     @property
     def conf_path(self) -> str:
@@ -66,6 +56,63 @@ class LocalBookie:
     @property
     def ledger_dir(self) -> str:
         return os.path.join(self.directory, "ledgers")
+
+
+@dataclass
+class LocalBookie(BookieProcess):
+    """One bookie process on loopback: BookKeeper's native protocol on ``port`` (bookiePort, its bookie id),
+    gRPC on ``grpc_port`` (grpcPort)."""
+
+    port: int = 0
+    grpc_port: int = 0
+
+    @property
+    def bookie_id(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+
+def write_conf(path: str, values: dict) -> None:
+    """A bk_server.conf (Java properties; a list is written comma-separated)."""
+    with open(path, "w") as f:
+        f.writelines(f"{k}={','.join(v) if isinstance(v, list) else v}\n" for k, v in values.items())
+
+
+def wait_registered(store: ZKMetadataStore, bookie, timeout: float = 60.0) -> None:
+    """Until ``bookie`` (a BookieProcess) holds its registration with a new session, not one a killed
+    process left; ProcessStartException with its log's tail if it exits or takes longer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if bookie.proc.poll() is not None:
+            raise ProcessStartException(f"bookie {bookie.bookie_id} exited with code {bookie.proc.returncode}:\n"
+                                        f"{tail(bookie.log_path)}")
+        session = store.registration_session(bookie.bookie_id)
+        if session is not None and session != bookie.stale_session:
+            return
+        time.sleep(0.05)  # polling ZooKeeper for another process
+    raise ProcessStartException(f"bookie {bookie.bookie_id} did not register within {timeout:.0f} s:\n"
+                                f"{tail(bookie.log_path)}")
+
+
+def stop_bookie(bookie: BookieProcess, sig: int = signal.SIGKILL) -> int:
+    """Stop the bookie's process by PID with ``sig`` (SIGKILL: a crash; SIGTERM: a clean stop)."""
+    if bookie.proc is None:
+        return 0
+    code = stop_process(bookie.proc, sig=sig)
+    bookie.proc = None
+    return code
+
+
+def autorecovery_command(base_dir: str, participant_id: str, uri: str, settings: dict) -> tuple[list[str], str]:
+    """(the Python arguments, log path) of a ``bk autorecovery`` participant on ``uri``, its
+    ``autorecovery-<id>.conf`` written with ``settings`` in ``base_dir``."""
+    conf_path = os.path.join(base_dir, f"autorecovery-{participant_id}.conf")
+    write_conf(conf_path, settings)
+    args = ["-m", "bookie.cli.main", "autorecovery", "--conf", conf_path, "-u", uri, "--id", participant_id]
+    return args, os.path.join(base_dir, f"autorecovery-{participant_id}.log")
 
 
 class LocalBookKeeper:
@@ -92,7 +139,7 @@ class LocalBookKeeper:
         """A bookie with two free ports of its own (bookiePort, grpcPort), none its bookies have (nor the ports
         of the one it replaces, which another process took) nor ZooKeeper's."""
         port, grpc_port = free_ports(2, self.ports + [self.zookeeper.port])
-        return LocalBookie(index, port, grpc_port, os.path.join(self.base_dir, f"bookie-{index}"))
+        return LocalBookie(index, os.path.join(self.base_dir, f"bookie-{index}"), port=port, grpc_port=grpc_port)
 
     @property
     def metadata_service_uri(self) -> str:
@@ -145,8 +192,7 @@ class LocalBookKeeper:
         values = {**self.settings, **bookie.settings, "bookiePort": bookie.port, "grpcPort": bookie.grpc_port,
                   "journalDirectories": bookie.journal_dir, "ledgerDirectories": bookie.ledger_dir,
                   "metadataServiceUri": self.metadata_service_uri}
-        with open(bookie.conf_path, "w") as f:
-            f.writelines(f"{k}={','.join(v) if isinstance(v, list) else v}\n" for k, v in values.items())
+        write_conf(bookie.conf_path, values)
         with ZKMetadataStore(self.metadata_service_uri) as store:
             # After a SIGKILL the old process's registration lingers until its session expires: the
             # restart counts as registered only once a new session holds the node.
@@ -160,40 +206,20 @@ class LocalBookKeeper:
         return bookie
 
     def wait_registered(self, index: int, timeout: float = 60.0) -> None:
-        bookie = self.bookies[index]
-        deadline = time.monotonic() + timeout
         with ZKMetadataStore(self.metadata_service_uri) as store:
-            while time.monotonic() < deadline:
-                if bookie.proc.poll() is not None:
-                    raise ProcessStartException(f"bookie {bookie.bookie_id} exited with code {bookie.proc.returncode}:\n"
-                                       f"{tail(bookie.log_path)}")
-                session = store.registration_session(bookie.bookie_id)
-                if session is not None and session != bookie.stale_session:
-                    return
-                time.sleep(0.05)
-        raise ProcessStartException(f"bookie {bookie.bookie_id} did not register within {timeout:.0f} s:\n{tail(bookie.log_path)}")
+            wait_registered(store, self.bookies[index], timeout)
 
     def kill_bookie(self, index: int, sig: int = signal.SIGKILL) -> int:
         """Stop bookie ``index`` by PID with ``sig`` (SIGKILL: a crash; SIGTERM: a clean stop)."""
-        bookie = self.bookies[index]
-        if bookie.proc is None:
-            return 0
-        code = stop_process(bookie.proc, sig=sig)
-        bookie.proc = None
-        return code
+        return stop_bookie(self.bookies[index], sig)
 
     def start_autorecovery(self, participant_id: str, **settings) -> subprocess.Popen:
         """Start a ``bk autorecovery`` process (its own process group, stopped by PID in ``stop``); its output
         goes to ``autorecovery-<id>.log`` in the cluster's directory; ``settings`` (AutoRecovery's keys of
         ServerConfiguration) go in its ``autorecovery-<id>.conf``."""
-        log_path = os.path.join(self.base_dir, f"autorecovery-{participant_id}.log")
-        conf_path = os.path.join(self.base_dir, f"autorecovery-{participant_id}.conf")
-        with open(conf_path, "w") as f:
-            f.writelines(f"{k}={v}\n" for k, v in settings.items())
+        args, log_path = autorecovery_command(self.base_dir, participant_id, self.metadata_service_uri, settings)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "autorecovery", "--conf", conf_path,
-                                     "-u", self.metadata_service_uri, "--id", participant_id],
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen([sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=_child_env())
         self.autorecovery.append(proc)
         return proc
