@@ -1,6 +1,9 @@
 """A BookKeeper client process on a host of a netns.Network, driven by the test over its stdin/stdout.
 
-    python -m tests.helpers.host_client URI CLIENT_CONF_JSON
+    python -m tests.helpers.host_client URI CLIENT_CONF_JSON [native]
+
+With ``native``, every bookie is reached by BookKeeper's own protocol at its registered ``bookie-rpc``
+endpoint (as a stock bookie would be), not by the gRPC endpoint it also registers.
 
 One JSON command a line on stdin, one JSON answer a line on stdout ({"ok": ...} or {"error": ...}):
 
@@ -11,6 +14,7 @@ One JSON command a line on stdin, one JSON answer a line on stdout ({"ok": ...} 
 - ``close``: closes the ledger being written (answers its last entry);
 - ``read`` {ledger, recovery}: opens the ledger (with recovery, or up to its LAC) and reads every entry,
   answering {"last", "state", "ensembles", "bad": ids whose payload is not what was written};
+- ``transports``: the kinds of bookie client this process uses (``BookieClient``: gRPC, or ``NativeBookieClient``);
 - ``entries_on`` {ledger, bookie}: the ids of the entries ``bookie`` holds of the ledger (its own list);
 - ``exit``.
 
@@ -24,7 +28,9 @@ import sys
 import threading
 from typing import Any
 
+import bookie.client.bookkeeper as bookkeeper_module
 from bookie.client import BookKeeper
+from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.ledger_id import LedgerId
 from bookie.proto import availability, status
 from tests.helpers.engine_child import payload_for
@@ -85,7 +91,14 @@ def entries_on(bk: BookKeeper, ledger_id: int, bookie: str) -> list[int]:
     return sorted(availability.decode(listing.availabilityOfEntriesOfLedger))
 
 
-def serve(uri: str, conf: dict) -> None:
+def native_only(bookie_id: str, info, timeout: float) -> NativeBookieClient:
+    """``make_bookie_client`` that ignores the gRPC endpoint: BookKeeper's protocol at ``bookie-rpc``."""
+    return NativeBookieClient(bookie_id, timeout, address=info.native_address(bookie_id) if info else bookie_id)
+
+
+def serve(uri: str, conf: dict, transport: str) -> None:
+    if transport == "native":
+        bookkeeper_module.make_bookie_client = native_only
     bk = BookKeeper(uri, conf)
     writer: Writer | None = None
     print(json.dumps({"ok": "ready"}), flush=True)
@@ -108,6 +121,8 @@ def serve(uri: str, conf: dict) -> None:
                 answer = entries_on(bk, command["ledger"], command["bookie"])
             elif op == "read":
                 answer = read(bk, command["ledger"], command["recovery"])
+            elif op == "transports":
+                answer = sorted({type(bk.bookie_client(b)).__name__ for b in bk.writable_bookies()})
             elif op == "exit":
                 print(json.dumps({"ok": "bye"}), flush=True)
                 break
@@ -123,10 +138,10 @@ def serve(uri: str, conf: dict) -> None:
 class HostClient:
     """A host_client process on ``host`` (stopped with the network, by PID)."""
 
-    def __init__(self, host, uri: str, conf: dict | None = None):
+    def __init__(self, host, uri: str, conf: dict | None = None, transport: str = "grpc"):
         import subprocess
         self.host = host
-        self.proc = host.python("-m", "tests.helpers.host_client", uri, json.dumps(conf or {}),
+        self.proc = host.python("-m", "tests.helpers.host_client", uri, json.dumps(conf or {}), transport,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self._answers: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -158,4 +173,4 @@ class ClientError(Exception):
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], json.loads(sys.argv[2]))
+    serve(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "grpc")

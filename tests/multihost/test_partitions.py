@@ -4,6 +4,7 @@ host of their own (network namespaces on a bridge, bookie/testing/netns.py), cli
 unless the test says so.
 
 - a client on a bookie's own host puts the replicas on distinct bookies (each reached at its address);
+- writes and reads across hosts over gRPC and over BookKeeper's own protocol;
 - a bookie cut from the writer mid-stream: the writer changes its ensemble, every acknowledged entry is
   readable after recovery;
 - a writer cut from every bookie while another client recovers the ledger: the old writer gets nothing
@@ -79,6 +80,21 @@ def test_a_client_on_a_bookies_host_puts_each_replica_on_its_own_bookie(hosts):
             f"{bookie.bookie_id} does not hold its replica"
     assert cluster.store.bookies() == sorted(x.bookie_id for x in b)
     assert all(x.bookie_id.startswith(netns.SUBNET) for x in b)
+
+
+@pytest.mark.parametrize("writer_transport,reader_transport", [("native", "grpc"), ("grpc", "native")])
+def test_writes_and_reads_across_hosts_over_both_protocols(hosts, writer_transport, reader_transport):
+    net, cluster = hosts(3)
+    writer = HostClient(net.add_host("writer"), cluster.metadata_service_uri, CLIENT, writer_transport)
+    reader = HostClient(net.add_host("reader"), cluster.metadata_service_uri, CLIENT, reader_transport)
+    kinds = {"grpc": ["BookieClient"], "native": ["NativeBookieClient"]}
+    assert (writer.call("transports"), reader.call("transports")) == (kinds[writer_transport], kinds[reader_transport])
+    ledger = writer.call("create", ensemble=3, write_quorum=2, ack_quorum=2)["ledger"]
+    writer.call("append", count=300)
+    acked(writer, 299, "300 entries")
+    assert writer.call("close") == 299
+    read = reader.call("read", ledger=ledger, recovery=False)
+    assert (read["state"], read["last"], read["bad"]) == ("CLOSED", 299, [])
 
 
 def test_a_bookie_cut_from_the_writer_is_replaced_and_nothing_acknowledged_is_lost(hosts):
