@@ -92,6 +92,11 @@ class BookieOutboxes:
         inflight.remove(batch)
         return ensemble[batch.index] == batch.bookie
 
+    def unanswered(self, index: int) -> int:
+        """Entries bookie ``index`` has not answered yet: waiting to be sent to it, or sent and in flight."""
+        return sum(op.count for op in self._outbox[index]) + \
+            sum(op.count for batch in self._inflight[index] for op in batch.ops)
+
     def timed_out(self, now: float, timeout: float) -> list[InflightBatch]:
         """Batches in flight for longer than ``timeout`` seconds."""
         return [b for inflight in self._inflight for b in inflight if now - b.sent > timeout]

@@ -108,6 +108,12 @@ class LedgerHandle(Handle):
         """Why the handle can take no more appends (None while it can)."""
         return self._error
 
+    def unanswered(self) -> dict[str, int]:
+        """Per bookie of the current ensemble, the entries it has not answered yet (waiting to be sent, or
+        in flight): with AQ < WQ an entry is acknowledged while a slow bookie still owes its answer."""
+        with self._lock:
+            return {bookie: self._outboxes.unanswered(i) for i, bookie in enumerate(self.ensemble)}
+
     @property
     def recovery_ensembles(self) -> dict[int, tuple[str, ...]]:
         """A recovering handle's new fragments (first entry -> ensemble), for the recovery's close."""

@@ -25,7 +25,6 @@ import atexit
 import contextlib
 import ctypes
 import functools
-import json
 import os
 import re
 import secrets
@@ -362,13 +361,6 @@ class Network:
             _command(["tc", "-n", namespace, "qdisc", "replace", "dev", link, "root", "tbf", "rate", rate,
                       "burst", burst, "latency", latency])
         self._slowed.add(host.name)
-
-    def queued_to(self, host: Host) -> int:
-        """Bytes waiting in the switch's rate limit toward ``host`` (its tbf backlog; 0 when not slowed)."""
-        if host.name not in self._slowed:
-            return 0
-        stats = json.loads(_command(["tc", "-n", self.switch, "-s", "-j", "qdisc", "show", "dev", host.port]).stdout)
-        return sum(q.get("backlog", 0) for q in stats if q.get("kind") == "tbf")
 
     def unslow(self, host: Host) -> None:
         """Take ``host``'s rate limit off again."""

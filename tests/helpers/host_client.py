@@ -10,7 +10,8 @@ One JSON command a line on stdin, one JSON answer a line on stdout ({"ok": ...} 
 - ``create`` {ensemble, write_quorum, ack_quorum, bookies?}: a ledger to write; answers its id and ensemble;
 - ``append`` {count}: appends the next ``count`` entries (``payload_for(ledger, id)``) without waiting;
 - ``status``: {"acked": the last entry acknowledged (completions are in entry order), "failed": how many
-  appends failed, "error": the first failure, "ensembles": the handle's fragments};
+  appends failed, "error": the first failure, "unanswered": per bookie, the entries it owes an answer for,
+  "ensembles": the handle's fragments};
 - ``close``: closes the ledger being written (answers its last entry);
 - ``read`` {ledger, recovery}: opens the ledger (with recovery, or up to its LAC) and reads every entry,
   answering {"last", "state", "ensembles", "bad": ids whose payload is not what was written};
@@ -68,6 +69,7 @@ class Writer:
     def status(self) -> dict:
         with self._lock:
             return {"acked": self.acked, "failed": self.failed, "error": self.error,
+                    "unanswered": self.handle.unanswered(),
                     "ensembles": [[first, list(bookies)] for first, bookies in self.handle.metadata.ensembles]}
 
 
