@@ -25,6 +25,7 @@ setup(
             "pytest>=8,<10",
             "pytest-timeout>=2.2,<3",
             "chispa>=0.10,<1",
+            "hypothesis>=6.100,<7",  # property-based tests (partition packing)
             "grpcio-tools>=1.85.1,<2",
             "nbclient>=0.10,<1",  # the notebooks run in the test suite
             "nbformat>=5.10,<6",

@@ -37,7 +37,7 @@ def main() -> None:
             events = (spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("log", "events").load())
             count = events.count()
             print(f"read back {count:,} rows in {time.perf_counter() - start:.1f} s, "
-                  f"{events.rdd.getNumPartitions()} partitions (ledger x fragment x bookie)")
+                  f"{events.rdd.getNumPartitions()} partitions (ledger x fragment x bookie slices, packed per bookie)")
             assert count == rows, f"expected {rows} rows, read {count}"
             events.orderBy("segment", "entry_id").withColumn("payload", F.col("payload").cast("string")).show(5)
             events.groupBy("segment", "ledger_id").count().orderBy("segment").show()

@@ -26,7 +26,7 @@ from bookie.exceptions import BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions, parse_ledgers
-from spark_bookkeeper.reader import BookKeeperReader, FragmentMemberPartition, LedgerSlice
+from spark_bookkeeper.reader import BookKeeperReader, LedgerSlice, PackedPartition
 from spark_bookkeeper.stream_reader import StreamReaderBase
 
 Positions = dict[str, int]  # ledger (as option ledgers names it) -> an entry id
@@ -119,7 +119,7 @@ class LedgerStreamReader(StreamReaderBase):
         except BKNoSuchLedgerExistsException:
             raise self._deleted(key, first) from None
 
-    def partitions(self, start: dict, end: dict) -> list[FragmentMemberPartition]:
+    def partitions(self, start: dict, end: dict) -> list[PackedPartition]:
         # The ledgers of the end offset, not of the option: a batch replayed after a restart reads what
         # it read before. Metadata read now is no older than the LAC that set ``end``, so its ensembles
         # are those the entries up to it were written to.

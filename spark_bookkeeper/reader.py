@@ -1,4 +1,5 @@
-"""Batch reads: one Spark partition per (ledger, fragment, ensemble member), read straight from bookies.
+"""Batch reads: slices per (ledger, fragment, ensemble member), packed by bytes into Spark partitions,
+read straight from bookies.
 
 Planning (driver, from metadata): every ledger of the log / list / scope; an open ledger is read up
 to its LAC (asked of its bookies, never fenced) unless ``recover=true`` closes it first. Each
@@ -6,16 +7,23 @@ fragment ``[first, last]`` of a ledger is shared among the bookies of its ensemb
 serve at once. Where every bookie holds every entry (WQ == E, e.g. Pulsar's default E=WQ=2) each
 gets contiguous pieces, which a bookie reads sequentially and BookKeeper's native protocol serves by
 batch reads (``bookie/client/batched_read.py``); otherwise (striped, WQ < E) bookie i reads the
-entries it is first in the write set for (``e % E == i``). No partition holds more than
+entries it is first in the write set for (``e % E == i``). No slice holds more than
 ``maxEntriesPerPartition`` entries of a fragment.
+
+Those slices are then packed (spark_bookkeeper/partition_packing.py) into partitions of about
+``maxBytesPerPartition`` estimated bytes, each slice counting ``openCostInBytes`` more, a partition
+holding the slices of one bookie only: many small ledgers are read by few tasks, each reading its
+bookie's slices in turn over one connection. A slice's bytes are estimated from its ledger's metadata
+(a closed ledger's length per entry; an open one's from the closed ledgers of the read, else
+DEFAULT_ENTRY_BYTES per entry).
 
 The driver also reads each bookie's registration (BookieTransports) and hands it to the partition, so
 the executor, which has no ZooKeeper, reaches every bookie as the driver would: by gRPC where the
 bookie registered it (a range read), by BookKeeper's native protocol otherwise (a stock bookie).
 
-Reading (executor): a range read of the partition's entries (contiguous, or with that stride) from
-the member bookie; every entry's ledger id and digest are checked into column buffers
-(``DigestManager.verify_columns``). Entries missing or bad there are range-read the same way from the
+Reading (executor), slice by slice in plan order, one set of connections per partition: a range read
+of the slice's entries (contiguous, or with that stride) from the member bookie; every entry's ledger id
+and digest are checked into column buffers (``DigestManager.verify_columns``). Entries missing or bad there are range-read the same way from the
 next bookie of their write set (they all share it: striped, by the stride; WQ == E, every bookie
 holds them), then the next; what no replica sends is read entry by entry, which tells "no such entry"
 from a failure. Out come ``pyarrow.RecordBatch``es built from those buffers.
@@ -38,6 +46,7 @@ from bookie.proto import status
 from bookie.proto.checksum import DigestManager
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
+from spark_bookkeeper.partition_packing import Piece, pack
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +97,60 @@ class FragmentMemberPartition(InputPartition):
         self.services, self.striped = services, striped
 
 
-def plan(opts: ReadOptions) -> list[FragmentMemberPartition]:
+@dataclass
+class PackedPartition(InputPartition):
+    """Slices (each a FragmentMemberPartition, read and read around exactly as on its own) that one
+    bookie serves, read in turn by one task over one set of connections."""
+
+    slices: tuple[FragmentMemberPartition, ...]
+
+    def __init__(self, slices):
+        super().__init__(None)
+        self.slices = tuple(slices)
+
+    @property
+    def bookie(self) -> str:
+        first = self.slices[0]
+        return first.ensemble[first.member]
+
+
+DEFAULT_ENTRY_BYTES = 1024  # per entry of an open ledger, when no closed ledger of the read tells better
+
+
+def slice_entries(p: FragmentMemberPartition) -> int:
+    """How many entries the slice reads from its bookie."""
+    if not p.striped or len(p.ensemble) == 1:
+        return p.last - p.first + 1
+    E = len(p.ensemble)
+    return (p.last - p.member) // E - (p.first - 1 - p.member) // E
+
+
+def entry_bytes(slices: list[LedgerSlice]) -> dict[LedgerId, float]:
+    """Estimated bytes per entry of each ledger: a closed ledger's length over its entries; an open one's
+    the average of the closed ones here, else DEFAULT_ENTRY_BYTES."""
+    known = {sl.ledger: sl.metadata.length / (sl.metadata.last_entry_id + 1) for sl in slices
+             if sl.metadata.is_closed and sl.metadata.last_entry_id >= 0}
+    average = sum(known.values()) / len(known) if known else DEFAULT_ENTRY_BYTES
+    return {sl.ledger: known.get(sl.ledger, average) for sl in slices}
+
+
+def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", opts: ReadOptions) -> list[PackedPartition]:
+    """The partitions of a read of ``slices``: planned per (ledger, fragment, member), then packed by bytes
+    per serving bookie (pieces of one fragment stay apart: they were cut to be read in parallel)."""
+    per_entry = entry_bytes(slices)
+    parts, pieces = [], []
+    for n, sl in enumerate(slices):
+        for p in slice_partitions(sl, transports, opts.max_entries_per_partition):
+            parts.append(p)
+            pieces.append(Piece(p.ensemble[p.member], int(slice_entries(p) * per_entry[sl.ledger]), (n, p.ensemble)))
+    return [PackedPartition([parts[i] for i in group])
+            for group in pack(pieces, opts.max_bytes_per_partition, opts.open_cost_in_bytes)]
+
+
+def plan(opts: ReadOptions) -> list[PackedPartition]:
     """The partitions of a read (driver side)."""
     transports = BookieTransports(connections.driver_client(opts.uri, opts.zk_connect_timeout))
-    return [p for sl in resolve_slices(opts) for p in slice_partitions(sl, transports, opts.max_entries_per_partition)]
+    return pack_partitions(resolve_slices(opts), transports, opts)
 
 
 def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partition: int) -> list[FragmentMemberPartition]:
@@ -196,7 +255,16 @@ class BookKeeperReader(DataSourceReader):
     def partitions(self):
         return plan(self.opts)
 
-    def read(self, partition: FragmentMemberPartition):
+    def read(self, partition: PackedPartition | FragmentMemberPartition):
+        slices = partition.slices if isinstance(partition, PackedPartition) else (partition,)
+        services = {}
+        for p in slices:
+            services.update(p.services)
+        clients = connections.worker_clients().for_bookies(services)
+        for p in slices:
+            yield from self._read_slice(p, clients)
+
+    def _read_slice(self, partition: FragmentMemberPartition, clients):
         sl = partition.slice
         md = sl.metadata
         digest = DigestManager(sl.ledger, self.opts.password, md.digest_type)
@@ -207,7 +275,6 @@ class BookKeeperReader(DataSourceReader):
             wanted = wanted[wanted % E == partition.member]
         if not len(wanted):
             return
-        clients = connections.worker_clients().for_bookies(partition.services)
         seen = np.zeros(partition.last - first + 1, dtype=bool)
         # Every entry here has the same write set (striped: e % E == member; WQ == E: the ensemble): what
         # the member could not serve is range-read the same way from the next bookie of it, and so on.

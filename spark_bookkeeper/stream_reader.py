@@ -9,7 +9,7 @@ truncated away, naming what was lost, or (false) logs it and goes on from the fi
 A log's ledgers are closed when committed, so every position is final and a
 micro-batch read again after a restart returns exactly the same entries. ``maxEntriesPerTrigger``
 bounds a micro-batch; ``Trigger.AvailableNow`` reads what the log held at the start, in such batches.
-Partitions are planned like a batch read (ledger x fragment x ensemble member).
+Partitions are planned like a batch read (ledger x fragment x ensemble member slices, packed by bytes).
 
 What every streaming read shares (options, the rows, the read limit, planning slices) is
 ``StreamReaderBase``; bare ledgers, open or closed, are tailed by ``LedgerStreamReader``
@@ -26,8 +26,7 @@ from bookie.exceptions import BKException, BKNoSuchLedgerExistsException
 from spark_bookkeeper import connections
 from spark_bookkeeper.log import Log, read_log
 from spark_bookkeeper.options import EARLIEST, LATEST, BookKeeperOptionException, ReadOptions
-from spark_bookkeeper.reader import (BookieTransports, BookKeeperReader, FragmentMemberPartition, LedgerSlice,
-                                     slice_partitions)
+from spark_bookkeeper.reader import BookieTransports, BookKeeperReader, LedgerSlice, PackedPartition, pack_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +50,8 @@ class StreamReaderBase(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Entries a micro-batch may take (None: all there are)."""
         return limit.max_rows if isinstance(limit, ReadMaxRows) else None
 
-    def _partitions(self, slices: list[LedgerSlice]) -> list[FragmentMemberPartition]:
-        transports = BookieTransports(self._bk())
-        return [p for sl in slices for p in slice_partitions(sl, transports, self.opts.max_entries_per_partition)]
+    def _partitions(self, slices: list[LedgerSlice]) -> list[PackedPartition]:
+        return pack_partitions(slices, BookieTransports(self._bk()), self.opts)
 
     def read(self, partition):
         return self.batch_reader.read(partition)
@@ -128,7 +126,7 @@ class LogStreamReader(StreamReaderBase):
     def reportLatestOffset(self):
         return _offset(self._log().end_segment, 0)
 
-    def partitions(self, start: dict, end: dict) -> list[FragmentMemberPartition]:
+    def partitions(self, start: dict, end: dict) -> list[PackedPartition]:
         log = self._log()
         bk = self._bk()
         (s0, e0), (s1, e1) = self._resume(log, *_pos(start)), _pos(end)

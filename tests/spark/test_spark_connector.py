@@ -48,7 +48,7 @@ def test_overwrite_swaps_the_log_and_deletes_old_ledgers(spark, shared_cluster):
     assert not old & remaining, "overwritten ledgers must be deleted"
 
 
-def test_partitions_are_fragments_times_ensemble_members(spark, cluster):
+def test_slices_are_fragments_times_ensemble_members_packed_per_bookie(spark, cluster):
     c = cluster(4)
     with BookKeeper(c.metadata_service_uri) as bk:
         lh = bk.create_ledger(3, 2, 2, password=PW)
@@ -57,15 +57,19 @@ def test_partitions_are_fragments_times_ensemble_members(spark, cluster):
         c.kill_bookie(victim, signal.SIGKILL)
         lh.append_batch([b"b%d" % i for i in range(300)]).result(60)  # a new fragment without the victim
         lh.close()
-        fragments = len(bk.ledger_metadata(lh.ledger_id).ensembles)
+        ensembles = [ensemble for _, ensemble in bk.ledger_metadata(lh.ledger_id).ensembles]
+    fragments = len(ensembles)
     assert fragments == 2
     c.start_bookie(victim)
     df = source(spark, c.metadata_service_uri, ledgers=str(lh.ledger_id), password="pw")
-    assert df.rdd.getNumPartitions() == fragments * 3
+    # A slice per fragment and member; the two slices of each bookie the fragments share make one partition.
+    assert df.rdd.getNumPartitions() == len({b for ensemble in ensembles for b in ensemble}) == 4
+    unpacked = dict(ledgers=str(lh.ledger_id), password="pw", maxBytesPerPartition="1")  # a slice per partition
+    assert source(spark, c.metadata_service_uri, **unpacked).rdd.getNumPartitions() == fragments * 3
     expected = spark.createDataFrame([(lh.ledger_id, i, (b"a%d" % i if i < 300 else b"b%d" % (i - 300)))
                                       for i in range(600)], "ledger_id long, entry_id long, payload binary")
     assert_df_equality(df, expected, ignore_row_order=True, ignore_nullable=True)
-    assert source(spark, c.metadata_service_uri, ledgers=str(lh.ledger_id), password="pw",
+    assert source(spark, c.metadata_service_uri, **unpacked,
                   maxEntriesPerPartition=100).rdd.getNumPartitions() == 6 * 3  # 600 entries / 100, x 3 members
 
 
@@ -126,7 +130,7 @@ def test_a_dead_bookie_is_read_around_with_range_reads(spark, cluster, monkeypat
     opts = ReadOptions.parse({"metadataserviceuri": c.metadata_service_uri, "ledgers": str(lh.ledger_id),
                               "password": "pw"})
     reader = BookKeeperReader(opts, READ_SCHEMA, to_arrow_schema(df.schema, timezone="UTC"))
-    partition = next(p for p in reader.partitions() if p.member == 1)
+    partition = next(p for p in reader.partitions() if p.slices[0].member == 1)  # its one slice
 
     def no_single_reads(*args, **kwargs):
         raise AssertionError("an entry was read on its own")

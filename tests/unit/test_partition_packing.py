@@ -1,0 +1,121 @@
+"""Packing read slices into partitions by bytes per bookie (spark_bookkeeper/partition_packing.py), on
+generated plans; and how the reader sizes and packs the slices of a plan (reader.pack_partitions)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerState
+from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
+from spark_bookkeeper.partition_packing import Piece, pack
+from spark_bookkeeper.reader import (DEFAULT_ENTRY_BYTES, LedgerSlice, PackedPartition, pack_partitions,
+                                     slice_entries, slice_partitions)
+
+pieces = st.lists(st.builds(Piece, st.sampled_from("abcde"), st.integers(0, 5000),
+                            st.one_of(st.none(), st.integers(0, 6))), max_size=120)
+limits = st.tuples(st.integers(1, 20_000), st.integers(0, 3000))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces, limits)
+def test_every_piece_in_exactly_one_partition_of_its_bookie_within_the_bytes(plan, limits):
+    max_bytes, open_cost = limits
+    parts = pack(plan, max_bytes, open_cost)
+    assert sorted(i for part in parts for i in part) == list(range(len(plan)))
+    for part in parts:
+        assert part == sorted(part) and part  # plan order within a partition, no empty one
+        assert len({plan[i].bookie for i in part}) == 1
+        assert len(part) == 1 or sum(plan[i].bytes + open_cost for i in part) <= max_bytes
+        keys = [plan[i].apart for i in part if plan[i].apart is not None]
+        assert len(keys) == len(set(keys))  # pieces kept apart stay apart
+    assert pack(list(plan), max_bytes, open_cost) == parts  # deterministic
+
+
+@settings(max_examples=100, deadline=None)
+@given(pieces)
+def test_first_fit_decreasing_uses_no_more_partitions_than_needed_where_pieces_are_free(plan):
+    # Nothing kept apart, plenty of room: one partition per bookie.
+    plan = [Piece(p.bookie, p.bytes) for p in plan]
+    parts = pack(plan, 10**9, 10)
+    assert len(parts) == len({p.bookie for p in plan})
+
+
+def test_partitions_alternate_over_bookies():
+    plan = [Piece("a", 60), Piece("a", 60), Piece("a", 60), Piece("b", 60), Piece("b", 60)]
+    assert pack(plan, 100, 0) == [[0], [3], [1], [4], [2]]
+    assert pack(plan, 1000, 0) == [[0, 1, 2], [3, 4]]
+    assert pack([], 100, 0) == []
+
+
+def test_a_piece_bigger_than_a_partition_is_alone():
+    assert pack([Piece("a", 500), Piece("a", 5), Piece("a", 5)], 100, 10) == [[0], [1, 2]]
+
+
+def _metadata(entries: int, length: int, closed: bool, ensemble=("a", "b", "c"), wq=3):
+    return SimpleNamespace(write_quorum_size=wq, last_entry_id=entries - 1 if closed else -1, length=length,
+                           state=LedgerState.CLOSED if closed else LedgerState.OPEN,
+                           is_closed=closed, fragments=lambda: [(0, entries - 1 if closed else -1, ensemble)])
+
+
+def _opts(**options):
+    return ReadOptions.parse({"metadataServiceUri": "zk://127.0.0.1:2181/ledgers", "ledgers": "1", **options})
+
+
+TRANSPORTS = SimpleNamespace(of=lambda ensemble: {b: None for b in ensemble})
+
+
+def test_many_small_ledgers_pack_into_few_partitions_per_bookie():
+    # Issue 31's case: 2,000 ledgers of 3 x 1 KiB entries, E = WQ = 3: 6,000 slices of one entry.
+    slices = [LedgerSlice(LedgerId.of(n), _metadata(3, 3 * 1024, True), 0, 2, None, None) for n in range(2000)]
+    parts = pack_partitions(slices, TRANSPORTS, _opts())
+    # 128 MiB / (1 KiB + 512 KiB) = 255 slices a partition: 8 per bookie, the bookies alternating.
+    assert len(parts) == 24 and all(isinstance(p, PackedPartition) for p in parts)
+    assert [p.bookie for p in parts] == ["a", "b", "c"] * 8
+    read = sorted((s.slice.ledger.ledger_id, e) for p in parts for s in p.slices for e in range(s.first, s.last + 1))
+    assert read == [(n, e) for n in range(2000) for e in range(3)]  # every entry exactly once
+    # Each slice costs openCostInBytes: a smaller max or a bigger open cost gives more partitions.
+    assert len(pack_partitions(slices, TRANSPORTS, _opts(openCostInBytes=str(1024 * 1024)))) == 3 * 16
+    assert len(pack_partitions(slices, TRANSPORTS, _opts(maxBytesPerPartition="1"))) == 6000
+
+
+def test_a_big_ledgers_slices_stay_apart():
+    # 4 rounds of 3 contiguous pieces (reader.contiguous_shares): never packed together, however small.
+    md = _metadata(200_000, 200_000, True)
+    parts = pack_partitions([LedgerSlice(LedgerId.of(1), md, 0, 199_999, None, None)], TRANSPORTS, _opts())
+    assert [len(p.slices) for p in parts] == [1] * 12
+
+
+def test_open_ledgers_are_estimated_from_the_closed_ones():
+    closed = LedgerSlice(LedgerId.of(1), _metadata(10, 10 * 5000, True), 0, 9, None, None)
+    open_ = LedgerSlice(LedgerId.of(2), _metadata(0, 0, False), 0, 199, None, None)
+    # 66-67 entries a slice x 5000 bytes (the closed ledger's average): over 300 KB, so apart from the closed one
+    # (at DEFAULT_ENTRY_BYTES they would share partitions).
+    parts = pack_partitions([closed, open_], TRANSPORTS, _opts(maxBytesPerPartition="300000", openCostInBytes="0"))
+    assert sorted(len(p.slices) for p in parts) == [1] * 6
+    # Without a closed ledger, an open one counts DEFAULT_ENTRY_BYTES per entry: two of 99 entries, 33 a slice.
+    opened = [LedgerSlice(LedgerId.of(n), _metadata(0, 0, False), 0, 98, None, None) for n in (2, 3)]
+    for max_entries, count in ((40, 6), (70, 3)):
+        parts = pack_partitions(opened, TRANSPORTS, _opts(maxBytesPerPartition=str(max_entries * DEFAULT_ENTRY_BYTES),
+                                                          openCostInBytes="0"))
+        assert len(parts) == count
+
+
+@pytest.mark.parametrize("first,last,members", [(0, 9, 3), (5, 17, 4), (7, 7, 3), (0, 0, 1)])
+def test_slice_entries_counts_a_stripe(first, last, members):
+    md = _metadata(last + 1, 0, True, ensemble=tuple("abcd"[:members]), wq=1)
+    for p in slice_partitions(LedgerSlice(LedgerId.of(1), md, first, last, None, None), TRANSPORTS, 1000):
+        assert slice_entries(p) == sum(1 for e in range(p.first, p.last + 1) if members == 1 or e % members == p.member)
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"maxBytesPerPartition": "0"}, "option maxBytesPerPartition=0 must be at least 1"),
+    ({"maxBytesPerPartition": "128m"}, "option maxBytesPerPartition='128m' is not an integer"),
+    ({"openCostInBytes": "-1"}, "option openCostInBytes=-1 must be at least 0"),
+])
+def test_bad_packing_options(options, message):
+    with pytest.raises(BookKeeperOptionException, match=message):
+        _opts(**options)
