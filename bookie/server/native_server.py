@@ -383,10 +383,10 @@ class BookieRequestProcessor:
 
 
 class BookieNettyServer:
-    """Listens on ``host`` (the bookie server passes listeningInterface's address or 0.0.0.0; alone, an engine
-    is served on 127.0.0.1) and serves the native protocol from ``bookie`` as bookie ``bookie_id``."""
+    """Listens on ``host`` (the bookie server passes listeningInterface's address, or 0.0.0.0 for every
+    interface) and serves the native protocol from ``bookie`` as bookie ``bookie_id``."""
 
-    def __init__(self, bookie: Bookie, port: int = 0, host: str = "127.0.0.1",
+    def __init__(self, bookie: Bookie, port: int = 0, *, host: str,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE, bookie_id: str | None = None):
         self.processor = BookieRequestProcessor(bookie, max_batch_read_size, bookie_id)

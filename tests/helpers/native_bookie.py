@@ -21,7 +21,7 @@ def served_natively(bookie) -> Iterator[BookieNettyServer]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="native-server", daemon=True)
     thread.start()
-    server = asyncio.run_coroutine_threadsafe(BookieNettyServer(bookie, max_frame_size=MAX_FRAME).start(),
+    server = asyncio.run_coroutine_threadsafe(BookieNettyServer(bookie, host="127.0.0.1", max_frame_size=MAX_FRAME).start(),
                                               loop).result(DEADLINE)
     try:
         yield server

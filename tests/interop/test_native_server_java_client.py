@@ -37,7 +37,7 @@ def native_cluster(zookeeper, make_bookie, tmp_path):
         for i in range(3):
             settings = engine_settings(tmp_path / f"bookie{i}")
             bookie = make_bookie(**{k: settings[k] for k in ("journalDirectories", "ledgerDirectories")})
-            server = asyncio.run_coroutine_threadsafe(BookieNettyServer(bookie).start(), loop).result(DEADLINE)
+            server = asyncio.run_coroutine_threadsafe(BookieNettyServer(bookie, host="127.0.0.1").start(), loop).result(DEADLINE)
             servers.append(server)
             store.register_bookie(f"127.0.0.1:{server.port}", False,
                                   (Endpoint("bookie", "127.0.0.1", server.port, BOOKIE_RPC),))
