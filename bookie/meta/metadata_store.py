@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 from bookie.exceptions import BKNoSuchLedgerExistsOnMetadataServerException
 from bookie.ledger_id import LedgerId
@@ -89,11 +89,18 @@ class MetadataStore(abc.ABC):
         """Every ledger of a scope (None: all scopes) with its metadata, as ``iterate_ledgers`` lists them; a
         ledger deleted between the listing and its read is left out (what the auditor, the admin and the
         metadata tables walk)."""
-        for ledger in self.iterate_ledgers(scope_id):
+        for ledger, versioned in self.read_ledgers(self.iterate_ledgers(scope_id)):
+            if versioned is not None:
+                yield ledger, versioned.value
+
+    def read_ledgers(self, ledgers: Iterable[LedgerId]) -> Iterator[tuple[LedgerId, Versioned[LedgerMetadata] | None]]:
+        """Each ledger with its metadata (None: it does not exist), in the order given. A store that can
+        have many reads in flight overrides this (ZKMetadataStore pipelines them)."""
+        for ledger in ledgers:
             try:
-                yield ledger, self.read_ledger(ledger).value
+                yield ledger, self.read_ledger(ledger)
             except BKNoSuchLedgerExistsOnMetadataServerException:
-                continue
+                yield ledger, None
 
     @abc.abstractmethod
     def watch_ledger(self, ledger: LedgerId, callback: Callable[[Versioned[LedgerMetadata] | None], None]) -> Callable[[], None]:

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError, NoNodeError,
@@ -31,6 +31,7 @@ from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
 from bookie.meta.ledger_range_iterator import LedgerRangeIterator
 from bookie.meta.metadata_store import LedgerRange, MetadataStore, Versioned
+from bookie.meta.pipelined_reads import READ_WINDOW, pipelined
 from bookie.meta.retry import retry_when_reconnected
 from bookie.meta.service_uri import MetadataServiceUri
 
@@ -181,6 +182,26 @@ class ZKMetadataStore(MetadataStore):
         except KazooException as exc:
             raise self._zk_error(f"read of ledger {ledger}", exc) from None
         return Versioned(self._parse(ledger, data), stat.version)
+
+    def read_ledgers(self, ledgers: Iterable[LedgerId], window: int = READ_WINDOW
+                     ) -> Iterator[tuple[LedgerId, Versioned[ledger_metadata.LedgerMetadata] | None]]:
+        """Each ledger with its metadata (None: it does not exist), in the order given, up to ``window`` reads in
+        flight (one request per ledger). A read that loses its connection is sent again on its own."""
+        def receive(ledger: LedgerId, result) -> Versioned[ledger_metadata.LedgerMetadata] | None:
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                return None
+            except LOST_CONNECTION:
+                try:
+                    return self.read_ledger(ledger)
+                except BKNoSuchLedgerExistsOnMetadataServerException:
+                    return None
+            except KazooException as exc:
+                raise self._zk_error(f"read of ledger {ledger}", exc) from None
+            return Versioned(self._parse(ledger, data), stat.version)
+
+        return pipelined(ledgers, lambda ledger: self.zk.get_async(self.ledger_path(ledger)), receive, window)
 
     @staticmethod
     def _parse(ledger: LedgerId, data: bytes) -> ledger_metadata.LedgerMetadata:

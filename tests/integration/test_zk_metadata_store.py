@@ -104,3 +104,19 @@ def test_unreachable_zookeeper_is_a_clear_error():
     from bookie.util.processes import free_port
     with pytest.raises(BKZKException, match="not reachable"):
         ZKMetadataStore(f"zk://127.0.0.1:{free_port()}/ledgers", connect_timeout=1.0)
+
+
+def test_read_ledgers_pipelines_in_order_and_reports_missing_ones(metadata_store):
+    ledgers = [LedgerId(0, i) for i in range(1, 40)]
+    for ledger in ledgers:
+        metadata_store.create_ledger(ledger, metadata(length=ledger.ledger_id))
+    metadata_store.delete_ledger(ledgers[5])
+    asked = [*ledgers, LedgerId(0, 10**6)]
+    got = list(metadata_store.read_ledgers(asked, window=7))
+    assert [ledger for ledger, _ in got] == asked
+    for ledger, versioned in got:
+        if ledger == ledgers[5] or ledger.ledger_id == 10**6:
+            assert versioned is None
+        else:
+            assert versioned.value.length == ledger.ledger_id and versioned.version == 0
+    assert [lid for lid, _ in metadata_store.ledgers_with_metadata(0)] == [l for l in ledgers if l != ledgers[5]]
