@@ -33,6 +33,7 @@ from bookie.exceptions import (BKClientClosedException, BKDigestMatchException, 
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import GRPC, BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.metadata_store import Versioned
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto.checksum import DigestType
 from bookie.util.allocator import keep_large_buffers
@@ -266,12 +267,14 @@ class BookKeeper:
         return cls(self, lid, versioned, password)
 
     def open_ledger(self, ledger, password: bytes = b"", recovery: bool = True, scope_id: int = 0,
-                    digest: str | DigestType | None = None):
+                    digest: str | DigestType | None = None, *, versioned: Versioned[LedgerMetadata] | None = None):
         """Open for reading. With ``recovery`` (the default) an open ledger is fenced, recovered and
         closed first, so the old writer can add nothing more; without, it is read up to its LAC and the
-        writer is not disturbed."""
+        writer is not disturbed. ``versioned``: the metadata the caller has just read (a walk of many
+        ledgers reads them pipelined, MetadataStore.read_ledgers), so it is not read again."""
         lid = as_ledger_id(ledger, scope_id)
-        versioned = self.store.read_ledger(lid)
+        if versioned is None:
+            versioned = self.store.read_ledger(lid)
         md = versioned.value
         if md.password != password:
             raise BKUnauthorizedAccessException(f"wrong password for ledger {lid}")
