@@ -1,6 +1,6 @@
-"""A real bookie process that a test holds at one point, on command (tests/integration/).
+"""A real bookie process that a test holds at one point, on command (tests/integration/, tests/spark/).
 
-    python -m tests.helpers.held_bookie CONF_PATH CONTROL_DIR {fsync|write|gc-read-ledger}
+    python -m tests.helpers.held_bookie CONF_PATH CONTROL_DIR {fsync|write|gc-read-ledger|range-read}
 
 Runs ``bk bookie --conf CONF_PATH`` in this process after replacing one method here only (production
 code has no switch for it):
@@ -10,11 +10,16 @@ code has no switch for it):
 - ``write`` (``Journal._flush``): the journal thread is held before it writes a group, then writes it;
   meanwhile nothing is written or acknowledged and the journal queue fills (back-pressure);
 - ``gc-read-ledger`` (``ZKMetadataStore.read_ledger``): the garbage collector is held just after it
-  read the metadata of the ledger whose id the ``arm`` file holds, before it acts on what it read.
+  read the metadata of the ledger whose id the ``arm`` file holds, before it acts on what it read;
+- ``range-read`` (``BookieServicer._range_message``, one message of a gRPC range read, and
+  ``BookieRequestProcessor._read_batch``, a native batch read): once the ``arm`` file exists, the bookie
+  serves as many range reads as it holds (a number, 0 if empty), then holds the next one before it
+  reads anything for it (its client is mid-read, waiting), while the other reads go on being served.
 
 The test drives the hold through files in CONTROL_DIR (``Hold`` below):
 
-- it creates ``arm`` (with a ledger id for ``gc-read-ledger``): the next matching call is the held one;
+- it creates ``arm`` (with a ledger id for ``gc-read-ledger``, the reads to serve first for
+  ``range-read``): the next matching call is the held one;
 - that call creates ``holding`` and blocks reading the FIFO ``release``;
 - the test writes to ``release``.
 """
@@ -33,6 +38,8 @@ from typing import Callable
 from bookie.cli.main import main
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.journal import Journal
+from bookie.server.native_server import BookieRequestProcessor
+from bookie.server.request_processor import BookieServicer
 from tests.helpers.waiting import wait_for
 from tests.procs import child_env
 
@@ -86,9 +93,34 @@ def held_after_gc_read(control_dir: str, original: Callable) -> Callable:
     return method
 
 
+def held_after_reads(control_dir: str, originals: dict[type, str]) -> None:
+    """Replace each ``cls.name`` of ``originals`` (range reads): counted together once armed, the read after
+    as many as the arm file says waits for the release, then goes on; the others are served meanwhile."""
+    lock = threading.Lock()
+    served, fired = [0], [False]
+
+    def held(original: Callable) -> Callable:
+        def method(self, *args):
+            armed = _armed(control_dir)
+            if armed is not None and not fired[0]:
+                with lock:
+                    hold = not fired[0] and served[0] >= int(armed or 0)
+                    fired[0] = fired[0] or hold
+                    served[0] += 1
+                if hold:
+                    _wait_release(control_dir)
+            return original(self, *args)
+        return method
+
+    for cls, name in originals.items():
+        setattr(cls, name, held(getattr(cls, name)))
+
+
 def install(control_dir: str, mode: str) -> None:
     if mode == "gc-read-ledger":
         ZKMetadataStore.read_ledger = held_after_gc_read(control_dir, ZKMetadataStore.read_ledger)
+    elif mode == "range-read":
+        held_after_reads(control_dir, {BookieServicer: "_range_message", BookieRequestProcessor: "_read_batch"})
     else:
         name = {"fsync": "_fdatasync", "write": "_flush"}[mode]
         setattr(Journal, name, held_before(control_dir, getattr(Journal, name), fail=mode == "fsync"))
@@ -99,11 +131,19 @@ def install(control_dir: str, mode: str) -> None:
 class Hold:
     control_dir: Path
 
-    def arm(self, ledger_id: int | None = None) -> None:
-        (self.control_dir / ARM).write_text("" if ledger_id is None else str(ledger_id))
+    def arm(self, ledger_id: int | None = None, after_reads: int | None = None) -> None:
+        """Arm the hold: ``ledger_id`` for ``gc-read-ledger``, ``after_reads`` (range reads served first) for
+        ``range-read``."""
+        value = ledger_id if after_reads is None else after_reads
+        staged = self.control_dir / (ARM + ".new")  # renamed into place: the bookie never reads it half written
+        staged.write_text("" if value is None else str(value))
+        os.replace(staged, self.control_dir / ARM)
+
+    def holding(self) -> bool:
+        return (self.control_dir / HOLDING).exists()
 
     def wait_holding(self, what: str) -> None:
-        wait_for((self.control_dir / HOLDING).exists, what)
+        wait_for(self.holding, what)
 
     def release(self) -> None:
         with open(self.control_dir / RELEASE, "w") as fifo:
