@@ -134,8 +134,9 @@ class BookKeeperAdmin:
     def _recover(self, result: LedgerRecovery, lost: set[str], dry_run: bool, skip_open: bool) -> LedgerRecovery:
         ledger = result.ledger
         try:
-            md = self.store.read_ledger(ledger).value  # as it is now: a worker may have fixed it meanwhile
-            handle = self.bk.open_ledger(ledger, md.password, recovery=False, scope_id=ledger.scope_id)
+            versioned = self.store.read_ledger(ledger)  # as it is now: a worker may have fixed it meanwhile
+            handle = self.bk.open_ledger(ledger, versioned.value.password, recovery=False, scope_id=ledger.scope_id,
+                                         versioned=versioned)  # opened on what we just read, not read again
             md = handle.metadata
             if not md.is_closed and lost & set(md.ensembles[-1][1]):
                 if skip_open:

@@ -17,6 +17,11 @@ it is deleted with the urL node. Ledgers of other scopes (BP-35, 128-bit ids) ar
 their own, ``underreplication/scopedledgers/<seven levels of the qualified name>/urS<qualified name>``
 (same record), locked at ``locks/urS…`` and described at ``state/urS…``: BookKeeper's tools never see them.
 Ledgers are LedgerIds; an int is a scope-0 (BookKeeper) ledger id.
+
+A worker's ZooKeeper round trips per ledger are about BookKeeper's: the inner levels of the tree it walks to
+find work are cached until their watch fires (BookKeeper's SubTreeCache), the locks are listed only before it
+waits, and while it holds a ledger's lock its state is written without checking the urL node first (only the
+lock's holder deletes that).
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from bookie.exceptions import BKMetadataVersionException
 from bookie.ledger_id import LedgerId
 from bookie.meta import layout
 from bookie.meta.metadata_store import MetadataStore
+from bookie.meta.sub_tree_cache import SubTreeCache
 from bookie.proto.data_formats_pb2 import (CheckAllLedgersFormat, LedgerRereplicationLayoutFormat, LockDataFormat,
                                            PlacementPolicyCheckFormat, ReplicasCheckFormat,
                                            UnderreplicatedLedgerFormat)
@@ -116,7 +122,10 @@ class LedgerUnderreplicationManager:
         self.store = store
         self.worker_id = worker_id
         self._held: dict[LedgerId, int] = {}  # ledger -> version of its urL node when locked
+        self._state_known: dict[LedgerId, bool] = {}  # held ledger -> whether its state node exists, once seen
         self._held_lock = threading.Lock()
+        # Finding the next ledger lists the level that changed and the leaf only (BookKeeper's SubTreeCache).
+        self._tree = SubTreeCache(store, self._on_change)
         self._changed = threading.Condition()
         self._changes = 0
         self._check_layout()
@@ -200,12 +209,14 @@ class LedgerUnderreplicationManager:
                 yield UnderreplicatedLedger(layout.parse_under_replication_name(node.rsplit("/", 1)[1]), replicas,
                                             record.ctime if record.HasField("ctime") else -1, found.version)
 
-    def _url_nodes(self, watch: Callable[[], None] | None = None) -> Iterator[str]:
+    def _url_nodes(self, watch: Callable[[], None] | None = None, cached: bool = False) -> Iterator[str]:
         """Paths of the urL nodes (scope 0) then the urS nodes (other scopes), each in id order (the hex
         levels sort as the ids do), listed level by level as the caller goes on: a worker that locks the
-        first ledger lists no further."""
+        first ledger lists no further. ``cached``: the inner levels from the cache (the leaves, one per
+        ledger or few, are listed each time with ``watch``)."""
         def walk(path: str, depth: int, levels: int, prefix: str) -> Iterator[str]:
-            for child in self.store.node_children(path, watch):
+            inner = cached and depth < levels
+            for child in self._tree.children(path) if inner else self.store.node_children(path, watch):
                 if depth < levels:
                     yield from walk(f"{path}/{child}", depth + 1, levels, prefix)
                 elif child.startswith(prefix):
@@ -227,17 +238,39 @@ class LedgerUnderreplicationManager:
     def set_state(self, ledger: LedgerId | int, state: ReplicationState, require_marked: bool = True) -> None:
         """Record the ledger's state; with ``require_marked`` only while it is marked (a worker's state
         never outlives the urL node). The auditor's waiting-recovery-delay comes before the marking."""
-        if require_marked and self.store.read_node(layout.under_replicated_ledger_path(ledger)) is None:
+        ledger = LedgerId.coerce(ledger)
+        with self._held_lock:
+            held = ledger in self._held  # under our lock the urL node stays: only its holder deletes it
+            known = self._state_known.get(ledger)
+        if require_marked and not held and self.store.read_node(layout.under_replicated_ledger_path(ledger)) is None:
             return
-        self.store.write_node(state_path(ledger), state.encode(), -1)
+        path = state_path(ledger)
+        if held and known is False:  # seen absent: one create, not a failed set first
+            try:
+                self.store.create_node(path, state.encode())
+                self._know_state(ledger, True)
+                return
+            except BKMetadataVersionException:
+                pass  # written meanwhile (the auditor's waiting-recovery-delay): overwrite it
+        self.store.write_node(path, state.encode(), -1)
+        self._know_state(ledger, True)
 
     def clear_state(self, ledger: LedgerId | int) -> None:
         """Forget the ledger's state (what it said no longer holds)."""
+        ledger = LedgerId.coerce(ledger)
         self.store.delete_node(state_path(ledger))
+        self._know_state(ledger, False)
 
     def get_state(self, ledger: LedgerId | int) -> ReplicationState | None:
+        ledger = LedgerId.coerce(ledger)
         found = self.store.read_node(state_path(ledger))
+        self._know_state(ledger, found is not None)
         return None if found is None else ReplicationState.decode(found.value)
+
+    def _know_state(self, ledger: LedgerId, exists: bool) -> None:
+        with self._held_lock:
+            if ledger in self._held:
+                self._state_known[ledger] = exists
 
     # -- locks (one worker per ledger) ----------------------------------------------------------------
     def _on_change(self) -> None:
@@ -259,25 +292,37 @@ class LedgerUnderreplicationManager:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if (remaining is not None and remaining <= 0) or not self.wait_until_enabled(remaining):
                     return None
+            ledger = self._lock_first(skip)
+            if ledger is not None:
+                return ledger
+            # Nothing to take: walk afresh before waiting, with watches on every level walked and on the locks,
+            # so that a new marking or a released lock wakes us.
+            self._tree.clear()  # a session that expired lost its watches: only a fresh walk is sure to be current
             with self._changed:
                 seen = self._changes
-            # Watches on every level walked and on the locks: a new marking or a released lock wakes us.
             self.store.node_children(LOCKS_PATH, self._on_change)
-            for node in self._url_nodes(self._on_change):
-                ledger = layout.parse_under_replication_name(node.rsplit("/", 1)[1])
-                if (skip is None or not skip(ledger)) and self._try_lock(ledger, node):
-                    if skip is not None and skip(ledger):
-                        # Asked again under our lock: the worker that held it before may have recorded a verdict
-                        # (e.g. unrecoverable) between our first look and its release.
-                        self.release_underreplicated_ledger(ledger)
-                        continue
-                    return ledger
+            ledger = self._lock_first(skip)
+            if ledger is not None:
+                return ledger
             with self._changed:
                 while self._changes == seen:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return None
                     self._changed.wait(remaining)
+
+    def _lock_first(self, skip: Callable[[LedgerId], bool] | None) -> LedgerId | None:
+        """Lock the first marked ledger (in id order) that ``skip`` leaves and no one holds."""
+        for node in self._url_nodes(self._on_change, cached=True):
+            ledger = layout.parse_under_replication_name(node.rsplit("/", 1)[1])
+            if (skip is None or not skip(ledger)) and self._try_lock(ledger, node):
+                if skip is not None and skip(ledger):
+                    # Asked again under our lock: the worker that held it before may have recorded a verdict
+                    # (e.g. unrecoverable) between our first look and its release.
+                    self.release_underreplicated_ledger(ledger)
+                    continue
+                return ledger
+        return None
 
     def _create_lock(self, ledger: LedgerId) -> bool:
         """Create the ledger's ephemeral lock node; False if someone (or this process) holds it."""
@@ -334,8 +379,14 @@ class LedgerUnderreplicationManager:
         ledger = LedgerId.coerce(ledger)
         with self._held_lock:
             held = self._held.pop(ledger, None)
+            self._state_known.pop(ledger, None)
         if held is not None:
             self.store.delete_node(layout.under_replication_lock_path(ledger))
+
+    def holds(self, ledger: LedgerId | int) -> bool:
+        """Whether this manager holds the ledger's lock."""
+        with self._held_lock:
+            return LedgerId.coerce(ledger) in self._held
 
     def is_ledger_being_replicated(self, ledger: LedgerId | int) -> bool:
         return self.store.read_node(layout.under_replication_lock_path(ledger)) is not None
@@ -363,6 +414,8 @@ class LedgerUnderreplicationManager:
 
     def wait_until_enabled(self, timeout: float | None = None) -> bool:
         """Block while AutoRecovery is disabled; False if still disabled after ``timeout`` seconds."""
+        if self.is_ledger_replication_enabled():
+            return True  # one read; a watch only when there is something to wait for
         enabled = threading.Event()
         stop = self.store.watch_node(DISABLE_PATH, lambda v: enabled.set() if v is None else enabled.clear())
         try:

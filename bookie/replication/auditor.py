@@ -12,36 +12,39 @@ bookie at once, as BookKeeper's auditor does.
 Periodic checks: ``auditorPeriodicBookieCheckInterval`` the same audit; ``auditorReplicasCheckInterval``
 compares each bookie's list of entries (GetListOfEntriesOfLedger) with the striping of closed ledgers and,
 unlike BookKeeper (metrics only), marks the ledgers where a bookie lacks entries it should hold;
-``auditorPeriodicCheckInterval`` checks every ledger (BookKeeper's checkAllLedgers): each is opened without
-recovery (a few at a time) and LedgerChecker's bad bookies are marked as its missing replicas. Both write
+``auditorPeriodicCheckInterval`` checks every ledger (BookKeeper's checkAllLedgers): one pipelined metadata
+read per ledger, then each is checked by LedgerChecker on that metadata (many at once; a closed ledger without
+entries by its bookies' registrations alone) and its bad bookies are marked as its missing replicas. Both write
 their ctime in ZooKeeper and, as BookKeeper's auditor, start from it: a check that ran less than an
 interval ago (by any auditor) first runs when that interval is over; one never run, at once.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from bookie.client.distribution_schedule import stores
-from bookie.client.ledger_checker import LedgerChecker
+from bookie.client.ledger_checker import LedgerChecker, LedgerFragment, unregistered_fragments
 from bookie.exceptions import BKException, BKNoSuchLedgerExistsOnMetadataServerException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.ledger_underreplication_manager import (DISABLE_PATH, WAITING_RECOVERY_DELAY,
                                                          LedgerUnderreplicationManager, ReplicationState)
-from bookie.meta.metadata_store import MetadataStore
+from bookie.meta.metadata_store import MetadataStore, Versioned
 from bookie.proto import availability
 
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF_SECONDS = 5.0  # rwRereplicateBackoffMs's role for the auditor: ZooKeeper failed, try again
-# auditorMaxNumberOfConcurrentOpenLedgerOperations's role: ledgers opened and checked at once by checkAllLedgers
-MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS = 8
+# auditorMaxNumberOfConcurrentOpenLedgerOperations (BookKeeper's default): ledgers checked at once by checkAllLedgers
+MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS = 500
+OPEN_LEDGER_THREADS = 8  # open ledgers: their handles ask the bookies for the LAC, a blocking call each
 
 
 # -- the audit as pure functions ----------------------------------------------------------------------
@@ -289,28 +292,75 @@ class Auditor:
 
     # -- the check of every ledger ------------------------------------------------------------------------
     def check_all_ledgers(self) -> dict[LedgerId, set[str]]:
-        """Open every ledger without recovery, a few at a time, and mark those where LedgerChecker finds
-        bad bookies (with them as the missing replicas); returns ledger -> those bookies."""
+        """Check every ledger (BookKeeper's AuditorCheckAllLedgersTask) and mark those where LedgerChecker finds
+        bad bookies (with them as the missing replicas); returns ledger -> those bookies.
+
+        One pipelined metadata read per ledger (MetadataStore.read_ledgers) and nothing more from ZooKeeper: the
+        handles are opened on the metadata just read, the registered bookies are the client's watched ones. A
+        closed ledger without entries is judged by registration alone, as BookKeeper's checker does for a bookie
+        that stores nothing; the others are opened without recovery and checked, up to
+        MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS at once (their reads in flight, no thread each)."""
         if self.client is None:
             return {}
         bk = self.client()
         checker = LedgerChecker(bk)
+        available = checker.available()  # once for the whole check: no request per ledger
+        slots = threading.BoundedSemaphore(MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS)
+        found: dict[LedgerId, set[str]] = {}
+        failures: list[BaseException] = []
+        checks: list[Future] = []
+        lock = threading.Lock()
 
-        def check(ledger: LedgerId, metadata: LedgerMetadata) -> tuple[LedgerId, set[str]]:
+        def done(ledger: LedgerId, check: Future) -> None:
             try:
-                handle = bk.open_ledger(ledger, metadata.password, recovery=False)
+                bad = {b for fragment in check.result() for b in fragment.bad_bookies}
             except BKNoSuchLedgerExistsOnMetadataServerException:
-                return ledger, set()  # deleted since the listing
-            return ledger, {b for fragment in checker.check_ledger(handle) for b in fragment.bad_bookies}
+                bad = set()  # deleted since its read (an open ledger's handle reads its metadata again)
+            except BaseException as exc:  # noqa: BLE001 - reported once every check is over
+                with lock:
+                    failures.append(exc)
+                bad = set()
+            finally:
+                slots.release()
+            if bad:
+                with lock:
+                    found[ledger] = bad
 
-        with ThreadPoolExecutor(MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS, thread_name_prefix="AuditorCheck") as pool:
-            results = list(pool.map(lambda item: check(*item), self._all_ledgers()))
-        found = {ledger: bad for ledger, bad in results if bad}
+        def check_open(ledger: LedgerId, versioned: Versioned[LedgerMetadata]) -> set[LedgerFragment]:
+            # An open ledger's handle asks its bookies for the LAC: done on a thread, not on this loop.
+            handle = bk.open_ledger(ledger, versioned.value.password, recovery=False, versioned=versioned)
+            return checker.check_ledger(handle, available=available)
+
+        checked = 0
+        with ThreadPoolExecutor(OPEN_LEDGER_THREADS, thread_name_prefix="AuditorOpen") as openers:
+            for ledger, versioned in self.store.read_ledgers(self.store.iterate_ledgers(None)):
+                if versioned is None:
+                    continue  # deleted since the listing
+                checked += 1
+                md = versioned.value
+                if md.is_closed and md.last_entry_id < 0:
+                    bad = {b for fragment in unregistered_fragments(ledger, md, available)
+                           for b in fragment.bad_bookies}
+                    if bad:
+                        with lock:
+                            found[ledger] = bad
+                    continue
+                slots.acquire()
+                if md.is_closed:  # opening it reads nothing: its LAC is its last entry
+                    handle = bk.open_ledger(ledger, md.password, recovery=False, versioned=versioned)
+                    check = checker.check_ledger_async(handle, available=available)
+                else:
+                    check = openers.submit(check_open, ledger, versioned)
+                check.add_done_callback(functools.partial(done, ledger))
+                checks.append(check)
+            wait(checks)
         for ledger, bookies in sorted(found.items()):
             self.manager.mark_ledger_underreplicated(ledger, sorted(bookies))
+        if failures:
+            raise failures[0]  # as BookKeeper's check: one ledger that cannot be checked fails the run (no ctime)
         self.manager.set_check_all_ledgers_ctime(int(time.time() * 1000))
         self.stats.ledger_checks += 1
-        log.info("checked %d ledgers: %d marked under-replicated", len(results), len(found))
+        log.info("checked %d ledgers: %d marked under-replicated", checked, len(found))
         return found
 
     def shutdown(self) -> None:

@@ -16,6 +16,11 @@ nothing is left (otherwise it is released as after a failure). Beyond the copy:
 - entries on no surviving replica: the state says "unrecoverable" (entries X..Y and why), reported
   once; the ledger stays marked and this worker skips it from then on (BookKeeper #4872 retried it in
   a loop).
+
+ZooKeeper round trips per ledger are about BookKeeper's ReplicationWorker's: the metadata is read once (the
+handles are opened on it, and the check after the copy runs on the metadata the copy wrote), bookies are
+judged by the client's watched registrations, the state node is written when a copy starts and then at
+most once per PROGRESS_INTERVAL, and AutoRecovery's switch is looked at once per ledger (by the manager).
 """
 from __future__ import annotations
 
@@ -29,8 +34,10 @@ from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator, P
 from bookie.exceptions import (BKException, BKMetadataVersionException, BKNoSuchLedgerExistsException,
                                BKReplicationException, BKUnrecoverableEntriesException)
 from bookie.ledger_id import LedgerId
+from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.ledger_underreplication_manager import (COPYING, FAILED, UNRECOVERABLE, WAITING_GRACE_PERIOD,
                                                          LedgerUnderreplicationManager, ReplicationState)
+from bookie.meta.metadata_store import Versioned
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0  # longest block on the lock wait, so shutdown is prompt
@@ -62,6 +69,7 @@ class ReplicationWorker:
         self.replicator = LedgerFragmentReplicator(bk, self.settings.rereplication_entry_batch_size)
         self._failures: dict[LedgerId, int] = {}  # ledger -> failed rounds in a row (backoff exponent)
         self._unrecoverable: set[LedgerId] = set()  # reported once; skipped from then on
+        self._judged_unrecoverable: set[LedgerId] = set()  # reported by another worker: skipped too
         self._grace_started: dict[LedgerId, float] = {}  # ledger -> when its open fragment was first found missing
         self._timers: dict[LedgerId, threading.Timer] = {}
         self._timers_lock = threading.Lock()
@@ -94,23 +102,33 @@ class ReplicationWorker:
         return set(self._unrecoverable)
 
     def _run(self) -> None:
+        idle = True
         while not self._stop.is_set():
             try:
-                if not self.manager.wait_until_enabled(POLL_SECONDS):
+                # After a ledger, straight on: the manager looks at the switch before each lock anyway.
+                if idle and not self.manager.wait_until_enabled(POLL_SECONDS):
                     continue
-                self.rereplicate_one(POLL_SECONDS)
+                idle = self.rereplicate_one(POLL_SECONDS) is None
             except Exception:  # noqa: BLE001 - the worker outlives any one error (rwRereplicateBackoffMs)
+                idle = True
                 if self._stop.is_set():  # stopping: the session was closed under the round
                     break
                 log.exception("replication worker %s: round failed", self.worker_id)
                 self._stop.wait(self.settings.rw_rereplicate_backoff_ms / 1000.0)
 
     def _skip(self, ledger: LedgerId) -> bool:
-        """Unrecoverable ledgers: reported once (by whichever worker found it), never retried in a loop."""
-        if ledger in self._unrecoverable:
+        """Unrecoverable ledgers: reported once (by whichever worker found it), never retried in a loop.
+        Asked before the lock attempt (what this worker knows) and under the lock (the state node: a verdict
+        another worker may have recorded)."""
+        if ledger in self._unrecoverable or ledger in self._judged_unrecoverable:
             return True
+        if not self.manager.holds(ledger):
+            return False  # before the lock: a read per marked ledger walked past would cost more than the lock
         state = self.manager.get_state(ledger)
-        return state is not None and state.state == UNRECOVERABLE
+        if state is not None and state.state == UNRECOVERABLE:
+            self._judged_unrecoverable.add(ledger)
+            return True
+        return False
 
     # -- one round -----------------------------------------------------------------------------------
     def rereplicate_one(self, timeout: float | None = None) -> LedgerId | None:
@@ -142,8 +160,8 @@ class ReplicationWorker:
         """True when nothing of the ledger is under-replicated any more (or it is gone); False when it is
         held for the grace period or left for the next round."""
         try:
-            md = self.bk.store.read_ledger(ledger).value
-            handle = self.bk.open_ledger(ledger, md.password, recovery=False)
+            versioned = self.bk.store.read_ledger(ledger)
+            handle = self.bk.open_ledger(ledger, versioned.value.password, recovery=False, versioned=versioned)
         except BKNoSuchLedgerExistsException:
             log.info("ledger %s was deleted; nothing to re-replicate", ledger)
             return True
@@ -152,19 +170,22 @@ class ReplicationWorker:
         for fragment in closed:
             self._set_state(ledger, COPYING, f"copying {fragment}", fragment=f"{fragment.first}..{fragment.last}",
                             progress=0.0)
+            self._next_progress = time.monotonic() + PROGRESS_INTERVAL
             self.replicator.on_progress = lambda p: self._progress(ledger, p)
-            self.replicator.replicate(handle, fragment)
+            versioned = self.replicator.replicate(handle, fragment)
         if any(not f.closed for f in fragments):
             return self._open_fragment(ledger, handle)
         if closed:
-            self._check_again(ledger, handle.metadata.password)
+            self._check_again(ledger, versioned)
         return True
 
-    def _check_again(self, ledger: LedgerId, password: bytes) -> None:
-        """After the copies, the ledger is checked afresh on its new metadata (BookKeeper's ReplicationWorker):
-        a replacement that died right after acknowledging its copy leaves the ledger marked, for a later
-        round, instead of being missed until the next audit."""
-        handle = self.bk.open_ledger(ledger, password, recovery=False)
+    def _check_again(self, ledger: LedgerId, versioned: Versioned[LedgerMetadata]) -> None:
+        """After the copies, the ledger is checked again on the metadata the last copy wrote (BookKeeper's
+        ReplicationWorker checks its handle's updated metadata): a replacement that died right after
+        acknowledging its copy leaves the ledger marked, for a later round, instead of being missed until
+        the next audit. Each copy's update applied its change to the then current metadata, so this is the
+        ledger as it is under our lock."""
+        handle = self.bk.open_ledger(ledger, versioned.value.password, recovery=False, versioned=versioned)
         left = self.checker.check_ledger(handle)
         if left:
             raise BKReplicationException(f"ledger {ledger} is still under-replicated after its copy: "
@@ -218,8 +239,9 @@ class ReplicationWorker:
 
     def _progress(self, ledger: LedgerId, progress: Progress) -> None:
         now = time.monotonic()
-        if now < self._next_progress and progress.entries < progress.expected:
-            return  # a ZooKeeper write per window would cost more than the copy of small windows
+        if now < self._next_progress or progress.entries >= progress.expected:
+            return  # a ZooKeeper write per window would cost more than the copy of small windows; done: said by
+            # the marking (or the next fragment's "copying")
         self._next_progress = now + PROGRESS_INTERVAL
         f = progress.fragment
         self._set_state(ledger, COPYING, f"copying {f}", fragment=f"{f.first}..{f.last}",
