@@ -28,9 +28,8 @@ class ReadOnlyLedgerHandle(Handle):
         self.digest = DigestManager(ledger, password, versioned.value.digest_type)
         self.reader = LedgerReader(bk, ledger, self.digest)
         md = versioned.value
-        self.last_add_confirmed = md.last_entry_id if md.is_closed else -1
-        if not md.is_closed:
-            self.read_last_add_confirmed()
+        # An open ledger's LAC is asked of its bookies on the metadata just read (not read again).
+        self.last_add_confirmed = md.last_entry_id if md.is_closed else self.reader.read_last_confirmed(md).lac
 
     @property
     def is_closed(self) -> bool:
