@@ -3,8 +3,9 @@ executor asking its bookie directly.
 
 The driver lists the bookies (registered writable and read-only, and the bookies the ledger metadata names
 that are not registered: lost) and, for ``bookie_ledgers``, what the metadata says each bookie should hold
-(ledger state, the striping's inputs, the fragments it is a member of). Executors never use ZooKeeper: the
-partition carries the bookie's BookieServiceInfo and that summary.
+(ledger state, the striping's inputs, the fragments it is a member of), in one pass over the metadata (each
+ledger read once, pipelined) kept as compact int columns (``BookiePlan``), never every ledger's metadata.
+Executors never use ZooKeeper: the partition carries the bookie's BookieServiceInfo and that summary.
 
 - ``entrylogs``: the bookie's GarbageCollection status (this project's bookies only): each entry log as its
   garbage collector last described it, the logs it skipped as unreadable, and the log being written.
@@ -16,6 +17,7 @@ A bookie that does not answer gives rows saying so (status ``unavailable``), nev
 """
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -73,6 +75,64 @@ class LedgerOnBookie:
         return out
 
 
+class LedgersOnBookie:
+    """The LedgerOnBookie of many ledgers as flat int64 columns: what the driver's plan holds per bookie
+    instead of objects (BOOKIE_LEDGER ints a ledger: scope, id, closed, E, WQ, fragment count; FRAGMENT ints a
+    fragment: index, first, last, member). Iterating gives the LedgerOnBookie back, in the order added."""
+
+    BOOKIE_LEDGER, FRAGMENT = 6, 4
+
+    def __init__(self, ledgers: Iterable[LedgerOnBookie] = ()):
+        self.ledgers, self.fragments = array("q"), array("q")
+        for ledger in ledgers:
+            self.append(ledger)
+
+    def append(self, ledger: LedgerOnBookie) -> None:
+        self.ledgers.extend((ledger.scope_id, ledger.ledger_id, int(ledger.closed), ledger.ensemble_size,
+                             ledger.write_quorum, len(ledger.fragments)))
+        for fragment in ledger.fragments:
+            self.fragments.extend(fragment)
+
+    def __iter__(self) -> Iterator[LedgerOnBookie]:
+        at, n = 0, self.FRAGMENT
+        for i in range(0, len(self.ledgers), self.BOOKIE_LEDGER):
+            scope, ledger_id, closed, ensemble_size, write_quorum, count = self.ledgers[i:i + self.BOOKIE_LEDGER]
+            fragments = tuple(tuple(self.fragments[j:j + n]) for j in range(at, at + count * n, n))
+            at += count * n
+            yield LedgerOnBookie(scope, ledger_id, bool(closed), ensemble_size, write_quorum, fragments)
+
+    def count(self) -> int:
+        return len(self.ledgers) // self.BOOKIE_LEDGER
+
+
+class KnownLedgers:
+    """Every ledger the metadata has, key → closed, as two compact columns (the driver's plan holds these, one
+    copy for all bookies); ``get`` and ``in`` look a key up (an index built on first use, on the executor)."""
+
+    def __init__(self):
+        self.keys, self.closed = array("q"), bytearray()
+        self._index: dict[tuple[int, int], bool] | None = None
+
+    def add(self, ledger: LedgerId, closed: bool) -> None:
+        self.keys.extend((ledger.scope_id, ledger.ledger_id))
+        self.closed.append(closed)
+
+    def _lookup(self) -> dict[tuple[int, int], bool]:
+        if self._index is None:
+            keys = self.keys
+            self._index = {(keys[2 * i], keys[2 * i + 1]): bool(c) for i, c in enumerate(self.closed)}
+        return self._index
+
+    def get(self, key: tuple[int, int]) -> bool | None:
+        return self._lookup().get(key)
+
+    def __contains__(self, key: tuple[int, int]) -> bool:
+        return key in self._lookup()
+
+    def __getstate__(self) -> dict:
+        return {"keys": self.keys, "closed": self.closed, "_index": None}  # the columns travel, not the index
+
+
 @dataclass
 class BookiePartition(InputPartition):
     """One bookie: its registration (None if not registered) and, for bookie_ledgers, the ledgers the metadata
@@ -81,8 +141,8 @@ class BookiePartition(InputPartition):
     bookie: str
     info: BookieServiceInfo | None
     registered: bool
-    ledgers: list[LedgerOnBookie] = field(default_factory=list)
-    known: dict[tuple[int, int], bool] = field(default_factory=dict)
+    ledgers: LedgersOnBookie | list[LedgerOnBookie] = field(default_factory=list)
+    known: KnownLedgers | dict[tuple[int, int], bool] = field(default_factory=dict)
     scope: int | None = None  # option scope: only that scope's ledgers
 
 
@@ -100,6 +160,33 @@ def on_bookies(ledger: LedgerId, md) -> dict[str, LedgerOnBookie]:
             for bookie, frags in fragments.items()}
 
 
+class BookiePlan:
+    """What every bookie should hold by the metadata, from one pass over it (each ledger read once, pipelined,
+    and dropped once summarized): per bookie its LedgersOnBookie, and the KnownLedgers. Both per-bookie tables
+    are planned from it (the audits read them together)."""
+
+    def __init__(self, bk, ledgers: Iterable[tuple[LedgerId, LedgerMetadata]], scope: int | None = None):
+        self.bk, self.scope = bk, scope
+        self.registered = list(dict.fromkeys(bk.writable_bookies() + bk.readonly_bookies()))
+        self.on_bookie: dict[str, LedgersOnBookie] = {b: LedgersOnBookie() for b in self.registered}
+        self.known = KnownLedgers()
+        for ledger, md in ledgers:
+            self.known.add(ledger, md.state == LedgerState.CLOSED)
+            for bookie, summary in on_bookies(ledger, md).items():
+                self.on_bookie.setdefault(bookie, LedgersOnBookie()).append(summary)
+
+    def partitions(self, table: str) -> list[BookiePartition]:
+        """One partition per bookie, registered or named by the metadata; for ``bookie_ledgers`` with what
+        the metadata puts on it."""
+        if table not in SCHEMAS:
+            raise ValueError(f"table {table!r} is not a per-bookie table; those are {', '.join(SCHEMAS)}")
+        with_ledgers = table == "bookie_ledgers"
+        return [BookiePartition(bookie, self.bk.store.bookie_service_info(bookie) if bookie in self.registered
+                                else None, bookie in self.registered, ledgers if with_ledgers else [],
+                                self.known if with_ledgers else {}, self.scope)
+                for bookie, ledgers in sorted(self.on_bookie.items())]
+
+
 def plan(opts: ReadOptions) -> list[BookiePartition]:
     """The driver's part: every bookie, registered or named by the metadata, with what each needs."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
@@ -108,20 +195,9 @@ def plan(opts: ReadOptions) -> list[BookiePartition]:
 
 def plan_from(bk, ledgers: Iterable[tuple[LedgerId, LedgerMetadata]], table: str,
               scope: int | None = None) -> list[BookiePartition]:
-    """``plan`` from ledgers already read (each with its metadata): callers reading several tables read the
-    metadata once (the audits)."""
-    registered = list(dict.fromkeys(bk.writable_bookies() + bk.readonly_bookies()))
-    on_bookie: dict[str, list[LedgerOnBookie]] = {b: [] for b in registered}
-    known: dict[tuple[int, int], bool] = {}
-    for ledger, md in ledgers:
-        known[tuple(ledger)] = md.state == LedgerState.CLOSED
-        for bookie, summary in on_bookies(ledger, md).items():
-            on_bookie.setdefault(bookie, []).append(summary)
-    with_ledgers = table == "bookie_ledgers"
-    return [BookiePartition(bookie, bk.store.bookie_service_info(bookie) if bookie in registered else None,
-                            bookie in registered, ledgers if with_ledgers else [], known if with_ledgers else {},
-                            scope)
-            for bookie, ledgers in sorted(on_bookie.items())]
+    """``plan`` from ledgers being read (each with its metadata, e.g. ``store.ledgers_with_metadata``: each
+    is summarized and dropped, never all held)."""
+    return BookiePlan(bk, ledgers, scope).partitions(table)
 
 
 # -- entrylogs ----------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ Options (read):
                         one row per entry log (usage, compaction candidates) / per ledger on a bookie
                         (entries listed against the striping, live and deleted bytes); a bookie that does
                         not answer gives rows with status "unavailable"
+    ledgersPerPartition table=ledgers | fragments: ledgers whose metadata one task reads (default 5000); the
+                        driver lists ids only
     filterPushdown      true: push filters on ledger_id / entry_id down (needs the Spark conf
                         spark.sql.python.filterPushdown.enabled=true)
     maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it

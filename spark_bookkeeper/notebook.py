@@ -209,7 +209,7 @@ def add_sample_data(bk: BookKeeper, kill, seed: int = 14) -> SampleData:
     # The lost bookie's ledgers marked as the Auditor's bookie check marks them, once its registration has
     # expired with its ZooKeeper session (no worker runs here, so they stay marked).
     _wait(lambda: victim not in bk.writable_bookies(), f"the registration of the killed bookie {victim} to expire")
-    index = bookie_ledger_index((ledger, bk.ledger_metadata(ledger)) for ledger in bk.list_ledgers(None))
+    index = bookie_ledger_index(bk.store.ledgers_with_metadata(None))  # each ledger read once, pipelined
     manager = LedgerUnderreplicationManager(bk.store, "notebook-sample")
     for ledger, missing in sorted(ledgers_to_mark(index, lost_bookies(index, bk.writable_bookies(),
                                                                       bk.readonly_bookies())).items()):

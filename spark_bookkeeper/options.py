@@ -17,7 +17,7 @@ from bookie.proto.checksum import DigestType
 
 READ_OPTIONS = ["metadataServiceUri", "log", "ledgers", "scope", "password", "digest", "startEntry", "endEntry",
                 "maxEntriesPerPartition", "maxBytesPerPartition", "openCostInBytes", "recover", "table", "zkConnectTimeout", "maxEntriesPerTrigger",
-                "filterPushdown", "startingOffsets", "failOnDataLoss"]
+                "filterPushdown", "startingOffsets", "failOnDataLoss", "ledgersPerPartition"]
 WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ackQuorum", "digest", "password",
                  "zkConnectTimeout", "writerId", "batchId", "checkpointLocation", "path", "retentionSegments",
                  "retentionMs"]
@@ -29,6 +29,9 @@ EARLIEST, LATEST = "earliest", "latest"  # startingOffsets, as Kafka's source na
 # hence 512 KiB (measured on one loaded VM against local bookies), not Spark's 4 MiB for opening a file.
 MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 OPEN_COST_IN_BYTES = 512 * 1024
+# table=ledgers / fragments: ledgers whose metadata one task reads (pipelined): enough to amortize a task's
+# start, few enough that many ledgers spread over every core (and no task holds many rows).
+LEDGERS_PER_PARTITION = 5000
 
 
 class BookKeeperOptionException(BKException, ValueError):
@@ -139,6 +142,7 @@ class ReadOptions:
     ledger_filter: set[int] | None = None  # set by pushed-down filters on ledger_id
     starting_offsets: str | tuple[int, int] = EARLIEST  # log streams: where a query without checkpoint starts
     fail_on_data_loss: bool = True  # log streams: fail when the next segment was truncated away
+    ledgers_per_partition: int = LEDGERS_PER_PARTITION  # table=ledgers / fragments: ledgers per task
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -170,7 +174,8 @@ class ReadOptions:
                    max_entries_per_trigger=_int(opts, "maxEntriesPerTrigger", None, 1),
                    filter_pushdown=_bool(opts, "filterPushdown", False),
                    starting_offsets=parse_starting_offsets(opts.get("startingOffsets", EARLIEST)),
-                   fail_on_data_loss=_bool(opts, "failOnDataLoss", True))
+                   fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+                   ledgers_per_partition=_int(opts, "ledgersPerPartition", LEDGERS_PER_PARTITION, 1))
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """Batch reads: slices per (ledger, fragment, ensemble member), packed by bytes into Spark partitions,
 read straight from bookies.
 
-Planning (driver, from metadata): every ledger of the log / list / scope; an open ledger is read up
-to its LAC (asked of its bookies, never fenced) unless ``recover=true`` closes it first. Each
+Planning (driver, from metadata): every ledger of the log / list / scope, each ledger's metadata read
+once with many reads in flight (``checked_metadata``); a closed ledger needs nothing more (its last entry
+is in its metadata), an open one is read up to its LAC (asked of its bookies, never fenced) unless
+``recover=true`` closes it first. Each
 fragment ``[first, last]`` of a ledger is shared among the bookies of its ensemble, so all of them
 serve at once. Where every bookie holds every entry (WQ == E, e.g. Pulsar's default E=WQ=2) each
 gets contiguous pieces, which a bookie reads sequentially and BookKeeper's native protocol serves by
@@ -31,6 +33,7 @@ from a failure. Out come ``pyarrow.RecordBatch``es built from those buffers.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +45,7 @@ from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.metadata_store import Versioned
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
 from spark_bookkeeper import connections
@@ -211,36 +215,57 @@ def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | No
     return targets
 
 
-def _checked_metadata(bk, opts: ReadOptions, ledger: LedgerId) -> LedgerMetadata:
-    from bookie.exceptions import BKNoSuchLedgerExistsException
-    try:
-        md = bk.ledger_metadata(ledger)
-    except BKNoSuchLedgerExistsException:
-        raise BookKeeperOptionException(f"ledger {ledger} does not exist (metadataServiceUri {opts.uri})") from None
+def _check(opts: ReadOptions, ledger: LedgerId, md: LedgerMetadata) -> None:
     if md.password != opts.password:
         raise BookKeeperOptionException(f"wrong password for ledger {ledger}: set option password")
     if opts.digest is not None and opts.digest != md.digest_type:
         raise BookKeeperOptionException(f"option digest={opts.digest.name.lower()} but ledger {ledger} uses "
                                     f"{md.digest_type.name.lower()}")
-    return md
+
+
+def checked_metadata(bk, opts: ReadOptions, targets: list[tuple[LedgerId, str | None, int | None]]
+                     ) -> Iterator[tuple[tuple[LedgerId, str | None, int | None], Versioned[LedgerMetadata]]]:
+    """Each target with its metadata, checked against the options: read once per ledger, many reads in flight
+    (MetadataStore.read_ledgers, as BookKeeper's LedgerManager.asyncProcessLedgers walks them). A ledger the
+    user named (option ledgers, or a log's segment) that does not exist fails, naming it; one a scope's
+    listing found and deleted since is left out (the scope no longer has it)."""
+    listed = opts.log is None and opts.ledgers is None
+    for target, (ledger, versioned) in zip(targets, bk.store.read_ledgers(t[0] for t in targets)):
+        if versioned is None:
+            if listed:
+                continue
+            raise BookKeeperOptionException(f"ledger {ledger} does not exist (metadataServiceUri {opts.uri})")
+        _check(opts, ledger, versioned.value)
+        yield target, versioned
 
 
 def check_selection(opts: ReadOptions) -> None:
-    """Fail now, naming it, if the cluster, a log, a ledger, the password or the digest is wrong."""
+    """Fail now, naming it, if the cluster, a log, a ledger, the password or the digest is wrong. The plan
+    (at execution) reads the metadata again: ledgers may change between load() and the action."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
-    for ledger, _, _ in _targets(bk, opts):
-        _checked_metadata(bk, opts, ledger)
+    for _ in checked_metadata(bk, opts, _targets(bk, opts)):
+        pass
+
+
+def readable_end(bk, opts: ReadOptions, ledger: LedgerId, versioned: Versioned[LedgerMetadata]
+                 ) -> tuple[LedgerMetadata, int]:
+    """The metadata to read by and the last readable entry: a closed ledger's last entry (no bookie asked); an
+    open one's LAC from its bookies, or its last entry once recovered (``recover``)."""
+    md = versioned.value
+    if md.is_closed:
+        return md, md.last_entry_id
+    handle = bk.open_ledger(ledger, password=opts.password, recovery=opts.recover, versioned=versioned)
+    return handle.metadata, handle.last_add_confirmed
 
 
 def resolve_slices(opts: ReadOptions) -> list[LedgerSlice]:
-    """The entry range to read of each ledger (an open one: up to its LAC, or recovered first)."""
+    """The entry range to read of each ledger (an open one: up to its LAC, or recovered first), each ledger's
+    metadata read once."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     slices = []
-    for ledger, log_name, segment in _targets(bk, opts):
-        _checked_metadata(bk, opts, ledger)
-        handle = bk.open_ledger(ledger, password=opts.password, recovery=opts.recover)
-        md = handle.metadata
-        last = handle.last_add_confirmed if opts.end_entry is None else min(opts.end_entry, handle.last_add_confirmed)
+    for (ledger, log_name, segment), versioned in checked_metadata(bk, opts, _targets(bk, opts)):
+        md, lac = readable_end(bk, opts, ledger, versioned)
+        last = lac if opts.end_entry is None else min(opts.end_entry, lac)
         if last >= opts.start_entry:
             slices.append(LedgerSlice(ledger, md, opts.start_entry, last, log_name, segment))
     return slices

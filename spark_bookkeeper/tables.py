@@ -1,12 +1,24 @@
 """Metadata tables: ``.option("table", "ledgers" | "fragments" | "bookies" | "underreplicated")``, one row
-per ledger / fragment / bookie / under-replicated ledger, computed on the driver from ZooKeeper (and
-GetBookieInfo for bookies; LedgerUnderreplicationManager's znodes for under-replicated ledgers)."""
+per ledger / fragment / bookie / under-replicated ledger, from ZooKeeper (and GetBookieInfo for bookies;
+LedgerUnderreplicationManager's znodes for under-replicated ledgers).
+
+``ledgers`` and ``fragments`` are split by ledger ids: the driver only lists the ledger tree (ids, range by
+range: BookKeeper's LedgerRangeIterator) into partitions of ``ledgersPerPartition`` ids, and each executor
+reads its ledgers' metadata, many reads in flight (MetadataStore.read_ledgers), and builds their rows. The
+driver never holds a ledger's metadata, so its memory does not grow with the rows; a ledger deleted between
+the listing and the executor's read is left out, as a listing made a moment later would. ``bookies`` and
+``underreplicated`` are small: built on the driver, one partition."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import ReadOptions
@@ -43,21 +55,63 @@ def underreplicated_rows(store) -> list[tuple]:
 
 
 def rows(opts: ReadOptions) -> list[tuple]:
+    """The rows of ``bookies`` or ``underreplicated`` (driver side)."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     if opts.table == "underreplicated":
         return underreplicated_rows(bk.store)
-    if opts.table == "bookies":
-        out = []
-        for state, bookies in (("rw", bk.writable_bookies()), ("ro", bk.readonly_bookies())):
-            for bookie in bookies:
-                try:
-                    info = bk.bookie_client(bookie).bookie_info()
-                    out.append((bookie, state, info.totalDiskCapacity, info.freeDiskSpace))
-                except Exception:  # registered but not answering
-                    out.append((bookie, "unavailable", None, None))
-        return out
-    build = LEDGER_ROWS[opts.table]
-    return [row for ledger, md in bk.store.ledgers_with_metadata(opts.scope) for row in build(ledger, md)]
+    if opts.table != "bookies":
+        raise ValueError(f"table {opts.table!r} is read by executors from ledger-id partitions (id_partitions)")
+    out = []
+    for state, bookies in (("rw", bk.writable_bookies()), ("ro", bk.readonly_bookies())):
+        for bookie in bookies:
+            try:
+                info = bk.bookie_client(bookie).bookie_info()
+                out.append((bookie, state, info.totalDiskCapacity, info.freeDiskSpace))
+            except Exception:  # registered but not answering
+                out.append((bookie, "unavailable", None, None))
+    return out
+
+
+@dataclass
+class LedgerIdsPartition(InputPartition):
+    """Ledgers as the driver listed them, ids only: ``(scope_id, ids)`` runs in listing order (ids as a
+    compact int64 array). The executor reads their metadata."""
+
+    runs: tuple[tuple[int, array], ...]
+
+    def __init__(self, ledgers: Iterable[LedgerId]):
+        super().__init__(None)
+        self.runs = tuple((scope, array("q", (ledger.ledger_id for ledger in run)))
+                          for scope, run in itertools.groupby(ledgers, key=lambda ledger: ledger.scope_id))
+
+    def ledgers(self) -> Iterator[LedgerId]:
+        for scope, ids in self.runs:
+            for ledger_id in ids:
+                yield LedgerId(scope, ledger_id)
+
+    def count(self) -> int:
+        return sum(len(ids) for _, ids in self.runs)
+
+
+def id_partitions(store, scope: int | None, per_partition: int) -> list[LedgerIdsPartition]:
+    """Every ledger of ``scope`` (None: all scopes) in listing order, ``per_partition`` ids a partition (at
+    least one partition, maybe empty: Spark reads an empty table from it)."""
+    if per_partition < 1:
+        raise ValueError(f"ledgers per partition must be at least 1 (got {per_partition})")
+    listed = store.iterate_ledgers(scope)
+    out = []
+    while chunk := list(itertools.islice(listed, per_partition)):
+        out.append(LedgerIdsPartition(chunk))
+    return out or [LedgerIdsPartition(())]
+
+
+def read_ledger_rows(store, table: str, partition: LedgerIdsPartition) -> Iterator[tuple]:
+    """The ``table`` rows of the partition's ledgers (executor side), their metadata read pipelined; a ledger
+    deleted since the driver listed it has no rows."""
+    build = LEDGER_ROWS[table]
+    for ledger, versioned in store.read_ledgers(partition.ledgers()):
+        if versioned is not None:
+            yield from build(ledger, versioned.value)
 
 
 def ledger_rows(ledger, md) -> list[tuple]:
@@ -83,7 +137,16 @@ class TableReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self):
-        return [InputPartition(rows(self.opts))]
+        opts = self.opts
+        if opts.table in LEDGER_ROWS:
+            store = connections.driver_client(opts.uri, opts.zk_connect_timeout).store
+            return id_partitions(store, opts.scope, opts.ledgers_per_partition)
+        return [InputPartition(rows(opts))]
 
     def read(self, partition):
-        yield from partition.value
+        if isinstance(partition, LedgerIdsPartition):
+            # An executor's own ZooKeeper session (one per worker process, kept for its next tasks).
+            store = connections.driver_client(self.opts.uri, self.opts.zk_connect_timeout).store
+            yield from read_ledger_rows(store, self.opts.table, partition)
+        else:
+            yield from partition.value

@@ -1,6 +1,6 @@
-"""What both audits share: reading the tables of format("bookkeeper") (with one pass over the ledger
-metadata), the bookie row statuses, and the snapshot step (write this run's partition, read it back, so every
-finding is computed from what was stored)."""
+"""What both audits share: reading the tables of format("bookkeeper") (the per-bookie ones planned from one
+pass over the ledger metadata), the bookie row statuses, and the snapshot step (write this run's partition,
+read it back, so every finding is computed from what was stored)."""
 from __future__ import annotations
 
 import functools
@@ -20,20 +20,20 @@ def read_table(spark, uri: str, table: str):
 
 
 def read_tables(spark, uri: str, names: tuple[str, ...]) -> dict[str, object]:
-    """The tables ``names`` as format("bookkeeper") gives them, every ledger's metadata read once for all of
-    them: ``ledgers`` and ``fragments`` built on the driver, ``entrylogs`` and ``bookie_ledgers`` one task per
-    bookie on the executors from the same plan the data source makes (bookie_tables.plan_from). Read alone,
-    each of these tables would read all the metadata again."""
-    from spark_bookkeeper import bookie_tables, connections, tables
-    bk = connections.driver_client(uri)
-    ledgers = list(bk.store.ledgers_with_metadata(None)) if set(names) - {"underreplicated"} else []
+    """The tables ``names`` as format("bookkeeper") gives them: ``entrylogs`` and ``bookie_ledgers`` one task per
+    bookie on the executors from one plan for both (bookie_tables.BookiePlan: one pass over the metadata, the
+    driver keeping compact per-ledger facts only); ``ledgers`` and ``fragments`` read as the data source reads
+    them, split by ledger-id ranges across the executors (the driver lists ids, never holds metadata)."""
+    from spark_bookkeeper import bookie_tables, connections
+    per_bookie_tables = [name for name in names if name in bookie_tables.SCHEMAS]
+    plan = None
+    if per_bookie_tables:
+        bk = connections.driver_client(uri)
+        plan = bookie_tables.BookiePlan(bk, bk.store.ledgers_with_metadata(None))
     out = {}
     for name in names:
-        if name in tables.LEDGER_ROWS:
-            rows = [row for ledger, md in ledgers for row in tables.LEDGER_ROWS[name](ledger, md)]
-            out[name] = spark.createDataFrame(rows, tables.SCHEMAS[name])
-        elif name in bookie_tables.SCHEMAS:
-            partitions = bookie_tables.plan_from(bk, ledgers, name)
+        if name in bookie_tables.SCHEMAS:
+            partitions = plan.partitions(name)
             per_bookie = spark.sparkContext.parallelize(partitions, max(1, len(partitions)))
             out[name] = spark.createDataFrame(per_bookie.flatMap(functools.partial(bookie_tables.read_partition, name)),
                                               bookie_tables.SCHEMAS[name])

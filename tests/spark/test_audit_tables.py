@@ -37,8 +37,8 @@ def test_underreplicated_table_shows_what_autorecovery_records(spark, shared_clu
 
 def test_the_audits_read_every_table_from_one_pass_over_the_metadata(spark, shared_cluster, monkeypatch):
     """read_tables (what both audits read) gives each table's rows as format("bookkeeper") gives them read
-    alone, listing and reading the ledger metadata once for all of them (bench/audit.py: each table read alone
-    reads it all again)."""
+    alone, the driver listing and reading the ledger metadata once for both per-bookie tables (``ledgers`` and
+    ``fragments`` are read by the executors, split by ledger ids)."""
     from bookie.client import BookKeeper
     from spark_bookkeeper import connections
     from spark_bookkeeper.audit.common import read_tables

@@ -177,6 +177,7 @@ def test_metadata_tables(spark, shared_cluster):
     ({"ledgers": "987654"}, "ledger 987654 does not exist"),
     ({"ledgers": "12x"}, "neither a ledger id nor a qualified name"),
     ({"log": "x", "startEntry": "5", "endEntry": "2"}, "endEntry=2 is before startEntry=5"),
+    ({"table": "ledgers", "ledgersPerPartition": "0"}, "option ledgersPerPartition=0 must be at least 1"),
 ])
 def test_bad_read_options(spark, shared_cluster, options, message):
     with pytest.raises(Exception, match=message):

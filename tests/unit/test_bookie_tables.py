@@ -1,9 +1,12 @@
 """The per-bookie tables' pure part: a bookie's listing against the striping (spark_bookkeeper/bookie_tables.py)."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 
-from spark_bookkeeper.bookie_tables import LedgerOnBookie, compare
+from bookie.ledger_id import LedgerId
+from spark_bookkeeper.bookie_tables import KnownLedgers, LedgerOnBookie, LedgersOnBookie, compare
 
 
 def test_a_bookies_listing_is_compared_fragment_by_fragment():
@@ -20,3 +23,18 @@ def test_a_bookies_listing_is_compared_fragment_by_fragment():
     assert compare(ledger, np.empty(0, dtype=np.int64)) == (9, 9, [0, 1])
     assert compare(ledger, None) == (9, None, None)
     assert compare(LedgerOnBookie(0, 7, False, 3, 2, ()), everything) == (None, None, None)  # open: not judged
+
+
+def test_the_plans_compact_columns_give_back_what_was_put_in():
+    """LedgersOnBookie and KnownLedgers (what the driver holds per bookie instead of objects) round-trip, also
+    through pickle (as a partition reaches an executor)."""
+    summaries = [LedgerOnBookie(0, 7, True, 3, 2, ((0, 0, 9, 0), (1, 10, 13, 2))),
+                 LedgerOnBookie(5, 8, False, 3, 3, ()), LedgerOnBookie(0, 9, True, 1, 1, ((0, 0, 0, 0),))]
+    columns = pickle.loads(pickle.dumps(LedgersOnBookie(summaries)))
+    assert list(columns) == summaries and columns.count() == 3
+    known = KnownLedgers()
+    known.add(LedgerId(0, 7), True)
+    known.add(LedgerId(5, 8), False)
+    assert known.get((0, 7)) is True and (5, 8) in known  # the index, built on first use, does not travel
+    back = pickle.loads(pickle.dumps(known))
+    assert back.get((5, 8)) is False and back.get((0, 8)) is None and (0, 9) not in back
