@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(PY) bench/compaction.py
 	$(PY) bench/gc.py
 	$(PY) bench/audit.py
+	$(PY) bench/scale.py  # 10,000 and 100,000 ledgers; says why 1,000,000 is not run
 	$(PY) bench/rereplication.py
 	$(PY) bench/multihost.py  # says why it is skipped where network namespaces cannot be made
 	$(PY) bench/interop.py  # says why it is skipped where no real BookKeeper is found

@@ -22,7 +22,6 @@ import argparse
 import concurrent.futures
 import os
 import shutil
-import socket
 import tempfile
 import time
 
@@ -34,6 +33,7 @@ from bookie.client import BookKeeper
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.testing.local_bookkeeper import LocalBookKeeper
+from bookie.testing.zookeeper_server import received_requests
 
 ENTRIES = 4  # per ledger
 ENTRY = 100  # bytes
@@ -43,19 +43,6 @@ ENTRY = 100  # bytes
 # at compactionRateByEntries (1000 entries/s), and time that; bench/compaction.py measures compaction.
 SETTINGS = {"zkTimeout": 30000, "gcWaitTime": 3_600_000, "entryLogSizeLimit": 1 << 20, "flushInterval": 1000,
             "majorCompactionThreshold": 0.0, "minorCompactionThreshold": 0.0}
-
-
-def zookeeper_requests(port: int) -> int:
-    """Requests the ZooKeeper server received so far (``srvr``'s Received counter)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"srvr")
-        answer = b""
-        while chunk := s.recv(4096):
-            answer += chunk
-    for line in answer.decode().splitlines():
-        if line.startswith("Received:"):
-            return int(line.split(":")[1])
-    raise RuntimeError(f"no Received counter in srvr's answer: {answer!r}")
 
 
 def write_ledgers(bk: BookKeeper, count: int, threads: int) -> list[int]:
@@ -93,14 +80,14 @@ def bare_listing(zk: KazooClient, root: str) -> tuple[int, int, int]:
 def forced_pass(bk: BookKeeper, bookie: str, zk_port: int) -> tuple[pb.GarbageCollectionResponse, int]:
     """Force a pass on ``bookie``, wait for it; (its status after, ZooKeeper requests meanwhile)."""
     client = bk.bookie_client(bookie)
-    before = zookeeper_requests(zk_port)
+    before = received_requests(zk_port)
     target = client.garbage_collection(pb.GarbageCollectionRequest.FORCE).forcedPass
     deadline = time.monotonic() + 600
     while (state := client.garbage_collection()).passes < target:
         if time.monotonic() > deadline:
             raise TimeoutError(f"GC pass {target} of {bookie} did not end within 600 s")
         time.sleep(0.05)
-    return state, zookeeper_requests(zk_port) - before
+    return state, received_requests(zk_port) - before
 
 
 def main() -> None:
@@ -130,12 +117,12 @@ def main() -> None:
                 passes = {}
                 for bookie in cluster.bookies:
                     passes[bookie.bookie_id] = forced_pass(bk, bookie.bookie_id, zk_port)
-                before = zookeeper_requests(zk_port)
+                before = received_requests(zk_port)
                 start = time.perf_counter()
                 zk.sync(cluster.root)
                 ranges, listed, calls = bare_listing(zk, cluster.root)
                 listing = time.perf_counter() - start
-                listing_requests = zookeeper_requests(zk_port) - before
+                listing_requests = received_requests(zk_port) - before
             finally:
                 zk.stop()
                 zk.close()

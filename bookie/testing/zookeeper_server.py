@@ -29,7 +29,10 @@ def zookeeper_classpath() -> str:
     return os.path.join(jars, "*")
 
 
-def launch_java(main_class: str, cfg: str, log_path: str) -> subprocess.Popen:
+DEFAULT_HEAP_MB = 256  # ample for the tests' and most benches' znodes; a million ledgers need ~1 GiB
+
+
+def launch_java(main_class: str, cfg: str, log_path: str, heap_mb: int = DEFAULT_HEAP_MB) -> subprocess.Popen:
     """ZooKeeper's ``main_class`` on ``cfg``, in a process group of its own, its output to ``log_path``."""
     java = shutil.which("java")
     if java is None:
@@ -37,13 +40,15 @@ def launch_java(main_class: str, cfg: str, log_path: str) -> subprocess.Popen:
                                    "requirement), e.g. apt-get install openjdk-17-jre-headless")
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [java, "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-cp", zookeeper_classpath(), main_class, cfg],
+            [java, f"-Xmx{heap_mb}m", "-Dzookeeper.admin.enableServer=false", "-cp", zookeeper_classpath(), main_class, cfg],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 class ZooKeeperServer:
-    def __init__(self, data_dir: str, port: int = 0, tick_time: int = 2000, bind_address: str = "127.0.0.1"):
+    def __init__(self, data_dir: str, port: int = 0, tick_time: int = 2000, bind_address: str = "127.0.0.1",
+                 heap_mb: int = DEFAULT_HEAP_MB):
         self.data_dir = data_dir
+        self.heap_mb = heap_mb
         self.port = port or free_port()
         self.bind_address = bind_address  # clientPortAddress: 0.0.0.0 in a host of bookie.testing.netns
         self.tick_time = tick_time
@@ -61,7 +66,7 @@ class ZooKeeperServer:
             f.write(f"tickTime={self.tick_time}\ndataDir={os.path.join(self.data_dir, 'data')}\n"
                     f"clientPort={self.port}\nclientPortAddress={self.bind_address}\nmaxClientCnxns=0\n"
                     "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n")
-        self.proc = launch_java("org.apache.zookeeper.server.ZooKeeperServerMain", cfg, self.log_path)
+        self.proc = launch_java("org.apache.zookeeper.server.ZooKeeperServerMain", cfg, self.log_path, self.heap_mb)
         try:
             wait_for_port(self.port, self.proc, timeout, "ZooKeeper", self.log_path)
         except ProcessStartException:
@@ -95,6 +100,16 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
             return b"".join(chunks).decode(errors="replace")
     except OSError:
         return ""
+
+
+def received_requests(port: int) -> int:
+    """Requests the ZooKeeper server on 127.0.0.1:port received so far (``srvr``'s Received counter; the
+    benches count an operation's requests as the difference, session pings included)."""
+    answer = four_letter_word(port, "srvr", timeout=10.0)
+    for line in answer.splitlines():
+        if line.startswith("Received:"):
+            return int(line.split(":")[1])
+    raise RuntimeError(f"no Received counter in srvr's answer from port {port}: {answer!r}")
 
 
 @dataclass
