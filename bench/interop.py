@@ -1,34 +1,51 @@
-"""Interop benchmark (issue 11): BookKeeper's Java client and this project's client, against real Apache
-BookKeeper bookies and against this project's bookies, in one run on one real ZooKeeper.
+"""Interop benchmark (issue 11; cold and warm figures, issue 31): BookKeeper's Java client and this
+project's client, against real Apache BookKeeper bookies and against this project's bookies, in one run
+on one real ZooKeeper.
 
-Three bookies, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on, everything on this machine:
+Three bookies, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on, everything on this machine. Each contender gets
+three freshly started bookies of its own (its own ledgers root), one contender at a time:
  (a) BookKeeper's Java client against three Java bookies (realbk ``bin/bench``): the baseline;
- (b) this project's client against the same Java bookies (BookKeeper's native protocol, v3);
- (c) BookKeeper's Java client against three of this project's bookies, once they serve the native
-     protocol (they register a ``bookie-rpc`` endpoint); skipped with why otherwise;
- (d) this project's client against its own three bookies (gRPC).
-Each prints pipelined appends/s (window of W adds in flight; this client also ``append_batch``),
-one-at-a-time append p50 and read entries/s of the closed ledger, then (b)/(a) (target >= 0.5 for
-appends and reads) and (c)/(a).
+ (b) this project's client against Java bookies (BookKeeper's native protocol, v3);
+ (c) BookKeeper's Java client against three of this project's bookies (native protocol, v3), once they
+     serve it (they register a ``bookie-rpc`` endpoint); skipped with why otherwise;
+ (d) this project's client against its own three bookies (gRPC);
+ (e) this project's client against its own three bookies over the native protocol (v3; the client is
+     made to take the ``bookie-rpc`` endpoint although the bookies also register ``grpc``).
 
-    python bench/interop.py [--seconds 3] [--window 1000] [--single 300]
+Each contender is measured twice:
+ cold: the first phase on the fresh bookies with a fresh client (a new JVM for ``bin/bench`` with
+       ``--warmup-seconds 0``; a new BookKeeper client here): pipelined appends for --seconds, then a
+       read of that ledger;
+ warm: then, on the same bookies, a warm-up of pipelined appends for --warmup seconds (a new JVM for
+       ``bin/bench``: its JIT compiles the add path; this client: connections, caches), then pipelined
+       appends for --seconds, ``append_batch`` for --seconds (this client only), --single one-at-a-time
+       appends, and a read of the pipelined phase's ledger (the JVM's read path is warmed by the read
+       itself, as in ``bin/bench``).
+Each prints pipelined appends/s (window of W adds in flight), batched appends/s, one-at-a-time append
+p50 and read entries/s; then, cold and warm, (b)/(a) (target >= 0.5 for appends and reads), (c)/(a)
+(target >= 1.0) and (e)/(d) (target >= 0.9).
 
-Needs a real BookKeeper (``$REALBK_HOME`` or ../shared/realbk); without one it says how to get one
-and exits 0.
+    python bench/interop.py [--seconds 20] [--warmup 10] [--window 1000] [--single 300] [--only c ...]
+
+Short runs while developing: ``--seconds 3 --warmup 2``. Needs a real BookKeeper (``$REALBK_HOME`` or
+../shared/realbk); without one it says how to get one and exits 0.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bookie.client import BookKeeper
 from bookie.client import benchmark
-from bookie.meta.bookie_service_info import BOOKIE_RPC
+from bookie.client import bookkeeper as bookkeeper_module
+from bookie.client.native_bookie_client import NativeBookieClient
+from bookie.meta.bookie_service_info import BOOKIE_RPC, GRPC
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk
@@ -37,7 +54,7 @@ from bookie.testing.zookeeper_server import ZooKeeperServer
 ENTRY_SIZE = 1024
 ENSEMBLE, WRITE_QUORUM, ACK_QUORUM = 3, 3, 2
 BATCH, BATCHES_IN_FLIGHT = 256, 8
-TARGET_B_OVER_A = 0.5
+TARGETS = {"b": ("a", 0.5), "c": ("a", 1.0), "e": ("d", 0.9)}  # contender: (its baseline, target ratio)
 # The Java bookies get more heap than the interop tests give them (a benchmark keeps ~1,000 adds of
 # 1 KiB in flight per bookie), still small enough for six bookies on a 2-core machine.
 BENCH_BOOKIE_JAVA_OPTS = "-Xms256m -Xmx256m -XX:MaxDirectMemorySize=256m -XX:+UseSerialGC"
@@ -45,35 +62,67 @@ BENCH_BOOKIE_JAVA_OPTS = "-Xms256m -Xmx256m -XX:MaxDirectMemorySize=256m -XX:+Us
 
 @dataclass
 class Figures:
-    """One contender's figures; None where it has no such figure."""
+    """One measurement's figures; None where it has no such figure."""
     appends_s: float
     batch_appends_s: float | None
-    single_p50_ms: float
+    single_p50_ms: float | None
     read_entries_s: float
 
 
-def java_client(cluster: RealBookKeeper, uri: str, args) -> Figures:
-    """realbk's ``bin/bench`` (BookKeeper's BenchThroughputLatency): one JSON line."""
-    result = cluster.run("bench", uri, "--ensemble", str(ENSEMBLE), "--write-quorum", str(WRITE_QUORUM),
-                         "--ack-quorum", str(ACK_QUORUM), "--entry-size", str(ENTRY_SIZE),
-                         "--window", str(args.window), "--seconds", str(args.seconds),
-                         "--warmup-seconds", str(args.warmup), "--single", str(args.single))
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    return Figures(out["entries_s"], None, out["single_p50_ms"], out["read_entries_s"])
+@dataclass
+class Result:
+    cold: Figures
+    warm: Figures
 
 
-def this_client(uri: str, args) -> Figures:
-    """The same phases with this project's client (bookie.client.benchmark, as ``bk bench``)."""
+def java_client(cluster: RealBookKeeper, uri: str, args) -> Result:
+    """realbk's ``bin/bench`` (BookKeeper's BenchThroughputLatency), twice: a fresh JVM without warm-up
+    (cold), then a fresh JVM with one (warm). One JSON line each."""
+    def bench(warmup: float) -> dict:
+        result = cluster.run("bench", uri, "--ensemble", str(ENSEMBLE), "--write-quorum", str(WRITE_QUORUM),
+                             "--ack-quorum", str(ACK_QUORUM), "--entry-size", str(ENTRY_SIZE),
+                             "--window", str(args.window), "--seconds", str(args.seconds),
+                             "--warmup-seconds", str(warmup), "--single", str(args.single))
+        return json.loads(result.stdout.strip().splitlines()[-1])
+    cold, warm = bench(0), bench(args.warmup)
+    return Result(Figures(cold["entries_s"], None, None, cold["read_entries_s"]),
+                  Figures(warm["entries_s"], None, warm["single_p50_ms"], warm["read_entries_s"]))
+
+
+def this_client(uri: str, args, native: bool = False) -> Result:
+    """The same phases with this project's client (bookie.client.benchmark, as ``bk bench``); with
+    ``native``, over BookKeeper's native protocol to bookies that also offer gRPC."""
     shape = (ENTRY_SIZE, ENSEMBLE, WRITE_QUORUM, ACK_QUORUM)
-    with BookKeeper(uri) as bk:
-        benchmark.write_throughput(bk, args.warmup, *shape, in_flight=args.window)  # connections, caches
+    with native_protocol() if native else contextlib.nullcontext(), BookKeeper(uri) as bk:
+        cold = benchmark.write_throughput(bk, args.seconds, *shape, in_flight=args.window)
+        cold_read, _, cold_read_s = benchmark.read_throughput(bk, cold.ledger_ids[0])
+        benchmark.write_throughput(bk, args.warmup, *shape, in_flight=args.window)
         window = benchmark.write_throughput(bk, args.seconds, *shape, in_flight=args.window)
         batched = benchmark.batch_write_throughput(bk, args.seconds, *shape, batch=BATCH, in_flight=BATCHES_IN_FLIGHT)
         single = benchmark.append_latency(bk, args.single, *shape)
         entries, _, read_s = benchmark.read_throughput(bk, window.ledger_ids[0])
-        for ledger in (*window.ledger_ids, *batched.ledger_ids, *single.ledger_ids):
-            bk.delete_ledger(ledger)
-    return Figures(window.rate, batched.rate, single.percentile(50), entries / read_s)
+        transports = {type(client) for client in bk._clients.values()}
+        if native and transports != {NativeBookieClient}:
+            raise RuntimeError(f"contender (e) used {transports}, not only the native protocol")
+    return Result(Figures(cold.rate, None, None, cold_read / cold_read_s),
+                  Figures(window.rate, batched.rate, single.percentile(50), entries / read_s))
+
+
+@contextlib.contextmanager
+def native_protocol():
+    """This client takes each bookie's ``bookie-rpc`` endpoint even where the bookie registers ``grpc``
+    (make_bookie_client picks gRPC when offered: it is handed the registration without that endpoint)."""
+    make = bookkeeper_module.make_bookie_client
+
+    def native_only(bookie_id, info, timeout):
+        if info is not None and info.endpoint(GRPC) is not None:
+            info = replace(info, endpoints=tuple(e for e in info.endpoints if e.protocol != GRPC))
+        return make(bookie_id, info, timeout)
+    bookkeeper_module.make_bookie_client = native_only
+    try:
+        yield
+    finally:
+        bookkeeper_module.make_bookie_client = make
 
 
 def bookkeeper_version(home: pathlib.Path) -> str:
@@ -92,12 +141,12 @@ def serves_native(cluster: LocalBookKeeper) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="per pipelined phase")
-    parser.add_argument("--warmup", type=float, default=2.0,
-                        help="seconds of warm-up per contender (bin/bench's default: the JVM compiles its hot paths)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per pipelined phase (cold, warm, batched)")
+    parser.add_argument("--warmup", type=float, default=10.0,
+                        help="seconds of warm-up appends before the warm phases (bin/bench's --warmup-seconds)")
     parser.add_argument("--window", type=int, default=1000, help="adds in flight (bin/bench's default)")
     parser.add_argument("--single", type=int, default=300, help="one-at-a-time appends")
-    parser.add_argument("--only", choices=("a", "b", "c", "d"), action="append",
+    parser.add_argument("--only", choices=tuple(CONTENDERS), action="append",
                         help="run only these contenders (repeatable; for profiling one of them)")
     args = parser.parse_args()
     home = find_realbk()
@@ -107,41 +156,46 @@ def main() -> None:
     base = tempfile.mkdtemp(prefix="bk-bench-interop-", dir=os.environ.get("BENCH_DIR"))
     try:
         print(f"real BookKeeper: {bookkeeper_version(home)} at {home}")
-        report(run(args, base, set(args.only or "abcd")), args)
+        report(run(args, base, [k for k in CONTENDERS if k in set(args.only or CONTENDERS)]), args)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def run(args, base: str, wanted: set[str]) -> dict[str, Figures | str]:
-    results: dict[str, Figures | str] = {}
+def run(args, base: str, wanted: list[str]) -> dict[str, Result | str]:
+    results: dict[str, Result | str] = {}
     zookeeper = ZooKeeperServer(os.path.join(base, "zookeeper")).start()
     try:
-        # One kind of bookie at a time: the two clusters would share the 2 cores otherwise.
-        if wanted & {"a", "b"}:
-            java = RealBookKeeper(zookeeper.connect_string, os.path.join(base, "realbk"), 3,
-                                  java_opts=BENCH_BOOKIE_JAVA_OPTS).start()
+        # One cluster at a time (they would share the 2 cores otherwise), fresh for each contender.
+        for key in wanted:
             try:
-                if "a" in wanted:
-                    results["a"] = java_client(java, java.metadata_service_uri, args)
-                if "b" in wanted:
-                    results["b"] = this_client(java.metadata_service_uri, args)
-            finally:
-                java.stop()
-        if wanted & {"c", "d"}:
-            with LocalBookKeeper(3, base_dir=os.path.join(base, "ours"), zookeeper=zookeeper, root="/ledgers-ours") as ours:
-                if "d" in wanted:
-                    results["d"] = this_client(ours.metadata_service_uri, args)
-                if "c" in wanted:
-                    if serves_native(ours):
-                        # The Java tools only; no Java bookie is started on this root.
-                        tools = RealBookKeeper(zookeeper.connect_string, os.path.join(base, "tools"), 0,
-                                               root=ours.root)
-                        results["c"] = java_client(tools, ours.metadata_service_uri, args)
-                    else:
-                        results["c"] = "bk bookie does not serve the native protocol yet"
+                results[key] = run_one(key, args, base, zookeeper)
+            except Exception as exc:  # the other contenders still run; this one says why it has no figures
+                lines = str(exc).splitlines() or [type(exc).__name__]
+                why = next((line.strip() for line in lines[1:] if "Exception" in line), lines[-1].strip())
+                results[key] = f"failed: {lines[0]}" + (f" ... {why}" if len(lines) > 1 else "")
     finally:
         zookeeper.stop()
     return results
+
+
+def run_one(key: str, args, base: str, zookeeper: ZooKeeperServer) -> Result | str:
+    where = os.path.join(base, key)
+    if key in ("a", "b"):
+        java = RealBookKeeper(zookeeper.connect_string, where, 3, java_opts=BENCH_BOOKIE_JAVA_OPTS,
+                              root=f"/ledgers-{key}").start()
+        try:
+            uri = java.metadata_service_uri
+            return java_client(java, uri, args) if key == "a" else this_client(uri, args)
+        finally:
+            java.stop()
+    with LocalBookKeeper(3, base_dir=where, zookeeper=zookeeper, root=f"/ledgers-{key}") as ours:
+        if key != "c":
+            return this_client(ours.metadata_service_uri, args, native=key == "e")
+        if not serves_native(ours):
+            return "bk bookie does not serve the native protocol yet"
+        # The Java tools only; no Java bookie is started on this root.
+        tools = RealBookKeeper(zookeeper.connect_string, os.path.join(base, "tools"), 0, root=ours.root)
+        return java_client(tools, ours.metadata_service_uri, args)
 
 
 CONTENDERS = {
@@ -149,36 +203,40 @@ CONTENDERS = {
     "b": "(b) this client  -> Java bookies (v3)",
     "c": "(c) Java client  -> our bookies (v3)",
     "d": "(d) this client  -> our bookies (gRPC)",
+    "e": "(e) this client  -> our bookies (v3)",
 }
 
 
-def report(results: dict[str, Figures | str], args) -> None:
+def _cell(value: float | None, unit: str = "") -> str:
+    return f"{'-':>11s}" if value is None else (f"{value:8.2f}{unit}" if unit else f"{value:11,.0f}")
+
+
+def report(results: dict[str, Result | str], args) -> None:
     print(f"interop bench (3 bookies + client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on; "
-          f"{args.seconds:g} s per phase, window {args.window}, batches {BATCH} x {BATCHES_IN_FLIGHT}):")
-    print(f"  {'':40s} {'appends/s':>11s} {'batch/s':>11s} {'single p50':>11s} {'reads/s':>11s}")
+          f"fresh bookies per contender; {args.seconds:g} s per phase, warm-up {args.warmup:g} s, "
+          f"window {args.window}, batches {BATCH} x {BATCHES_IN_FLIGHT}):")
+    print(f"  {'':46s} {'appends/s':>11s} {'batch/s':>11s} {'single p50':>11s} {'reads/s':>11s}")
     for key, label in CONTENDERS.items():
-        figures = results.get(key)
-        if figures is None:
+        result = results.get(key)
+        if result is None:
             continue
-        if isinstance(figures, str):
-            print(f"  ({key}) skipped: {figures}")
+        if isinstance(result, str):
+            print(f"  ({key}) no figures: {result}")
             continue
-        batch = f"{figures.batch_appends_s:11,.0f}" if figures.batch_appends_s is not None else f"{'-':>11s}"
-        print(f"  {label:40s} {figures.appends_s:11,.0f} {batch} {figures.single_p50_ms:8.2f} ms "
-              f"{figures.read_entries_s:11,.0f}")
-    baseline = results.get("a")
-    if not isinstance(baseline, Figures):
-        return
-    for key, target in (("b", TARGET_B_OVER_A), ("c", None), ("d", None)):
-        figures = results.get(key)
-        if not isinstance(figures, Figures):
+        for phase in ("cold", "warm"):
+            f = getattr(result, phase)
+            print(f"  {label:40s} {phase:5s} {_cell(f.appends_s)} {_cell(f.batch_appends_s)} "
+                  f"{_cell(f.single_p50_ms, ' ms')} {_cell(f.read_entries_s)}")
+    for key, (base_key, target) in TARGETS.items():
+        result, baseline = results.get(key), results.get(base_key)
+        if not isinstance(result, Result) or not isinstance(baseline, Result):
             continue
-        goal = f" (target >= {target})" if target else ""
-        batch = (f", batch appends {figures.batch_appends_s / baseline.appends_s:.2f}"
-                 if figures.batch_appends_s is not None else "")
-        print(f"  ({key})/(a): appends {figures.appends_s / baseline.appends_s:.2f}{batch}, "
-              f"reads {figures.read_entries_s / baseline.read_entries_s:.2f}{goal}; "
-              f"single p50 {figures.single_p50_ms / baseline.single_p50_ms:.2f}x (a)'s")
+        for phase in ("cold", "warm"):
+            f, b = getattr(result, phase), getattr(baseline, phase)
+            single = (f"; single p50 {f.single_p50_ms / b.single_p50_ms:.2f}x ({base_key})'s"
+                      if f.single_p50_ms is not None and b.single_p50_ms else "")
+            print(f"  ({key})/({base_key}) {phase}: appends {f.appends_s / b.appends_s:.2f}, "
+                  f"reads {f.read_entries_s / b.read_entries_s:.2f} (target >= {target}){single}")
 
 
 if __name__ == "__main__":

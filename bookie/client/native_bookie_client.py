@@ -8,8 +8,9 @@ writes everything queued by then with one ``sendall`` (what queues meanwhile goe
 as Netty's channel coalesces writes. One reader thread per connection completes futures.
 
 The native protocol has no batched add and no range read, so ``add`` of a framed batch sends one
-AddRequest per entry (one Request message reused for all of them, consecutive txnIds, written
-together; the entries share one in-flight record, no Future each) and answers the batch as the gRPC bookie would (one
+AddRequest per entry (serialized by hand from the batch's constant parts, consecutive txnIds, written
+together; the entries share one in-flight record, no Future each, and the answers one read brings are
+counted under one lock) and answers the batch as the gRPC bookie would (one
 AddResponse: first/last entry id, count, the first failing status). ``read_entries`` yields
 ``ReadRangeResponse``s shaped like the gRPC bookie's stream: a contiguous range by BookKeeper 4.17's
 batch reads (``batched_read``: v2 BATCH_READ_ENTRY on sockets of their own, kept for reuse) while the
@@ -48,6 +49,7 @@ from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import entry_format, status
+from bookie.proto.bookie_proto_encoding import V3AddRequestEncoder
 from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
@@ -219,22 +221,10 @@ class NativeBookieClient:
         if not bodies:
             batch.future.set_result(batch.response)
             return batch.future
-        # One Request for all the entries: only the txnId, the entry id and the body change.
-        request = v3.Request()
-        header, add = request.header, request.addRequest
-        header.version = v3.VERSION_THREE
-        header.operation = v3.ADD_ENTRY
-        if recovery:
-            header.priority = DEFAULT_HIGH_PRIORITY_VALUE
-            add.flag = v3.AddRequest.RECOVERY_ADD
-        add.ledgerId = lid
-        add.masterKey = master_key
-        requests = []
-        for txn, entry_id, body in zip(itertools.count(first_txn), ids, bodies):
-            header.txnId = txn
-            add.entryId = entry_id
-            add.body = bytes(body)
-            requests.append((txn, request.SerializeToString(), batch))
+        # The entries' Requests, serialized by hand: only the txnId, the entry id and the body change.
+        encode = V3AddRequestEncoder(lid, master_key, DEFAULT_HIGH_PRIORITY_VALUE if recovery else 0, recovery).encode
+        requests = [(txn, encode(txn, entry_id, body), batch)
+                    for txn, entry_id, body in zip(itertools.count(first_txn), ids, bodies)]
         self._submit(requests)
         return batch.future
 

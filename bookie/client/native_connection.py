@@ -141,8 +141,18 @@ class ChannelConnection:
                         deadlines.pop(txn, None)
                     answered.append((txn, response, handler))
         bookie_id = self.bookie_id
-        for txn, response, handler in answered:
-            handler.answer(txn, response, bookie_id)
+        i, n = 0, len(answered)
+        while i < n:
+            handler = answered[i][2]
+            if isinstance(handler, PendingAddBatch):  # a batch's answers in a row: counted together
+                j = i + 1
+                while j < n and answered[j][2] is handler:
+                    j += 1
+                handler.answer_many(answered[i:j])
+                i = j
+            else:
+                handler.answer(answered[i][0], answered[i][1], bookie_id)
+                i += 1
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -203,6 +213,24 @@ class PendingAddBatch:
         with self.lock:
             self.remaining -= 1
             if code != status.EOK and self.response.status == status.EOK:
+                self.response.status = code
+                self.response.message = f"entry {self.entry_ids[txn - self.first_txn]}: {status.name_of(code)}"
+            finished = self.remaining == 0
+        if finished:
+            self._settle(None)
+
+    def answer_many(self, answers: list[tuple[int, v3.Response, object]]) -> None:
+        """``answer`` for several of the batch's entries: (txn, response, this batch) each."""
+        failed = None
+        for txn, response, _ in answers:
+            add = response.addResponse if response.HasField("addResponse") else None
+            code = add.status if add is not None and add.HasField("status") else response.status
+            if code != status.EOK and failed is None:
+                failed = (txn, code)
+        with self.lock:
+            self.remaining -= len(answers)
+            if failed is not None and self.response.status == status.EOK:
+                txn, code = failed
                 self.response.status = code
                 self.response.message = f"entry {self.entry_ids[txn - self.first_txn]}: {status.name_of(code)}"
             finished = self.remaining == 0

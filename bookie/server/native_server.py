@@ -5,7 +5,12 @@ Each connection is cut into frames (bookie/proto/native_frames.py, at most netty
 A frame is decoded as a v3 Request first; a frame that is not one switches the connection to v2 for
 good (BookieProtoEncoding.RequestDecoder), so Pulsar-style v2 clients and v3 clients are both served.
 Requests are not answered in order: many are in flight per connection, each answered when it
-completes, and the answers that are ready together leave in one write. A connection holding
+completes, and the answers that are ready together leave in one write. What one read from the socket
+brings is handled as a batch (BookKeeper's Java client keeps ~1,000 single-entry adds in flight): its
+adds of one ledger (same master key and flag) go to the Bookie as one framed batch, one journal record
+answered per entry once that record is fsynced (group commit: no add is answered before its fsync);
+its plain reads (no fence, no long poll) are read by one executor job. Any other request first
+submits the adds and reads before it, so requests still reach the Bookie in the order they came. A connection holding
 MAX_CONNECTION_INFLIGHT bytes of unanswered adds, or MAX_CONNECTION_REQUESTS unanswered requests, or
 whose client does not read its answers, is not read until that drains: TCP holds the client back.
 
@@ -47,6 +52,9 @@ MAX_CONNECTION_INFLIGHT = MAX_STREAM_INFLIGHT  # unanswered add bytes per connec
 MAX_CONNECTION_REQUESTS = 10000  # unanswered requests per connection (maxPendingAddRequestsPerThread's default)
 DEFAULT_MAX_BATCH_READ_SIZE = 5 * 1024 * 1024  # maxBatchReadSize
 _ENTRY_IDS = 16  # a body's ledger id and entry id
+MAX_ADD_BATCH = 1024  # entries of one ledger handed to the Bookie as one framed batch (one journal record)
+MAX_ADD_BATCH_BYTES = 1 << 20
+MIN_RANGE_READ = 4  # plain reads of one ledger, evenly stepped ids, read as one range
 
 # The v3 operations answered here: the request field each carries, and its response field.
 _V3_FIELDS = {
@@ -78,6 +86,9 @@ class BookieRequestHandler(asyncio.Protocol):
         self.peer = "?"
         self.closed = False
         self.tasks: set[asyncio.Task] = set()
+        # Of the data being handled: adds by (ledger id, master key, recovery), and plain reads.
+        self.adds: dict[tuple[int, bytes, bool], list[tuple[bytes, Callable[[int], bytes], int]]] = {}
+        self.reads: list[tuple[LedgerId, int, Callable, int]] = []
         self._outbox: list[bytes] = []
         self._inflight_bytes = 0
         self._inflight_requests = 0
@@ -101,10 +112,13 @@ class BookieRequestHandler(asyncio.Protocol):
         except FrameTooLargeException as exc:
             self.refuse(str(exc))
             return
-        for payload in frames:
-            if self.closed:
-                return
-            self._dispatch(payload)
+        try:
+            for payload in frames:
+                if self.closed:
+                    return
+                self._dispatch(payload)
+        finally:
+            self.server.processor.submit_batched(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -162,13 +176,13 @@ class BookieRequestHandler(asyncio.Protocol):
             self.transport.write(encode_frames(self._outbox))
         self._outbox.clear()
 
-    def start_request(self, size: int) -> None:
-        self._inflight_requests += 1
+    def start_request(self, size: int, count: int = 1) -> None:
+        self._inflight_requests += count
         self._inflight_bytes += size
         self._update_reading()
 
-    def finish_request(self, size: int) -> None:
-        self._inflight_requests -= 1
+    def finish_request(self, size: int, count: int = 1) -> None:
+        self._inflight_requests -= count
         self._inflight_bytes -= size
         self._update_reading()
 
@@ -182,6 +196,21 @@ class BookieRequestHandler(asyncio.Protocol):
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
+
+    def spawn_many(self, work: Awaitable[list[bytes]], requests: list[tuple]) -> None:
+        """Run ``work`` (which returns the answers) as the ``requests`` in flight (each ends with its size)."""
+        size, count = sum(r[-1] for r in requests), len(requests)
+        self.start_request(size, count)
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self.tasks.discard(t)
+            self.finish_request(size, count)
+            if not t.cancelled():
+                for answer in t.result():
+                    self.send(answer)
+        task.add_done_callback(done)
 
     def spawn(self, work: Awaitable[bytes], size: int) -> None:
         """Run ``work`` (which returns the answer) as one request in flight."""
@@ -211,26 +240,129 @@ class BookieRequestProcessor:
             pb.GET_LIST_OF_ENTRIES_OF_LEDGER: self._list_of_entries_v3, pb.AUTH: self._auth_v3,
         }
 
-    # -- adds, both versions: the hot path, no task per add -----------------------------------------
+    # -- adds and plain reads, both versions: the hot path, batched per read from the socket --------
     def _add(self, handler: BookieRequestHandler, body: bytes, master_key: bytes, recovery: bool,
              answer: Callable[[int], bytes], size: int) -> None:
-        try:
-            if len(body) < _ENTRY_IDS:
-                raise BadRequestException(f"add body of {len(body)} bytes: an entry starts with its ledger and entry ids")
-            ledger = _ledger(int.from_bytes(body[:8], "big", signed=True))  # WriteEntryProcessorV3
-            future = self.bookie.add_entries(ledger, master_key, entry_format.FRAME.pack(len(body)) + body,
-                                             recovery=recovery)
-        except Exception as exc:
-            handler.send(answer(failure(exc)[0]))
+        """Queue an add in ``handler.adds``: ``submit_batched`` hands it to the Bookie."""
+        if len(body) < _ENTRY_IDS:
+            handler.send(answer(status.EBADREQ))  # an entry starts with its ledger and entry ids
             return
-        handler.start_request(size)
+        ledger_id = int.from_bytes(body[:8], "big", signed=True)  # WriteEntryProcessorV3
+        if ledger_id < 0:
+            handler.send(answer(status.EBADREQ))
+            return
+        group = handler.adds.get((ledger_id, master_key, recovery))
+        if group is None:
+            handler.adds[(ledger_id, master_key, recovery)] = group = []
+        group.append((body, answer, size))
+
+    def submit_batched(self, handler: BookieRequestHandler) -> None:
+        """Hand the queued adds to the Bookie (one framed batch per ledger, at most MAX_ADD_BATCH
+        entries or MAX_ADD_BATCH_BYTES each) and read the queued plain reads in one executor job."""
+        if handler.adds:
+            adds, handler.adds = handler.adds, {}
+            for (ledger_id, master_key, recovery), items in adds.items():
+                ledger = LedgerId(0, ledger_id)
+                batch: list = []
+                nbytes = 0
+                for item in items:
+                    if batch and (len(batch) >= MAX_ADD_BATCH or nbytes + len(item[0]) > MAX_ADD_BATCH_BYTES):
+                        self._add_batch(handler, ledger, master_key, recovery, batch)
+                        batch, nbytes = [], 0
+                    batch.append(item)
+                    nbytes += len(item[0])
+                self._add_batch(handler, ledger, master_key, recovery, batch)
+        if handler.reads:
+            reads, handler.reads = handler.reads, []
+            handler.spawn_many(self._read_many(reads), reads)
+
+    def _add_batch(self, handler: BookieRequestHandler, ledger: LedgerId, master_key: bytes, recovery: bool,
+                   batch: list[tuple[bytes, Callable[[int], bytes], int]]) -> None:
+        frame = entry_format.FRAME.pack
+        parts = []
+        for body, _, _ in batch:
+            parts.append(frame(len(body)))
+            parts.append(body)
+        try:
+            future = self.bookie.add_entries(ledger, master_key, b"".join(parts), recovery=recovery)
+        except BadRequestException:
+            if len(batch) > 1:  # one entry is refused (too large, id out of range): answer each on its own
+                for item in batch:
+                    self._add_batch(handler, ledger, master_key, recovery, [item])
+                return
+            handler.send(batch[0][1](status.EBADREQ))
+            return
+        except Exception as exc:  # fenced, read-only, wrong key, journal full: the same for every entry
+            code = failure(exc)[0]
+            for _, answer, _ in batch:
+                handler.send(answer(code))
+            return
+        size = sum(item[2] for item in batch)
+        handler.start_request(size, len(batch))
         loop = asyncio.get_running_loop()
 
-        def answered(f) -> None:  # on the event loop
-            handler.finish_request(size)
+        def answered(f) -> None:  # on the event loop, once the batch's journal record is fsynced
+            handler.finish_request(size, len(batch))
             error = f.exception()
-            handler.send(answer(status.EOK if error is None else failure(error)[0]))
+            code = status.EOK if error is None else failure(error)[0]
+            send = handler.send
+            for _, answer, _ in batch:
+                send(answer(code))
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
+
+    async def _read_many(self, reads: list[tuple[LedgerId, int, Callable, int]]) -> list[bytes]:
+        """Plain reads (ledger, entry id, answer, size), read in one executor job; their answers."""
+        results = await run_in_executor(self._read_entries, reads)
+        answers = []
+        for (_, _, answer, _), result in zip(reads, results):
+            if isinstance(result, Exception):
+                answers.append(answer(failure(result)[0], None, None, None))
+            else:
+                answers.append(answer(status.EOK, *result))
+        return answers
+
+    def _read_entries(self, reads) -> list:
+        """(body, its entry id, the ledger's LAC) of each read, or the exception that answers it. A run of
+        reads of one ledger whose ids step evenly (a Java client reads a ledger striped over its
+        ensemble: every third id from each of three bookies) is read as one range, as gRPC range reads are."""
+        bookie, results = self.bookie, []
+        i, n = 0, len(reads)
+        while i < n:
+            ledger, first = reads[i][0], reads[i][1]
+            j = i + 1
+            if j < n and reads[j][0] == ledger and reads[j][1] > first >= 0:
+                step = reads[j][1] - first
+                while j < n and reads[j][0] == ledger and reads[j][1] == first + (j - i) * step:
+                    j += 1
+            if j - i >= MIN_RANGE_READ and self._read_range(ledger, first, step, j - i, results):
+                i = j
+                continue
+            for ledger, entry_id, _, _ in reads[i:j]:
+                try:
+                    body = bookie.read_entry(ledger, entry_id)
+                    results.append((body, entry_format.peek_ids(body, 0)[2], bookie.last_add_confirmed(ledger)))
+                except Exception as exc:
+                    results.append(exc)
+            i = j
+        return results
+
+    def _read_range(self, ledger: LedgerId, first: int, step: int, count: int, results: list) -> bool:
+        """Read ``count`` entries ``first``, ``first + step``, ... as one range into ``results``; False
+        (nothing added) unless the bookie has every one of them."""
+        last = first + (count - 1) * step
+        try:
+            parts, got, _ = self.bookie.storage.read_framed_parts(ledger, first, last, 1 << 62, step, first % step)
+            lac = self.bookie.last_add_confirmed(ledger)
+        except Exception:
+            return False  # each read then gets its own answer
+        if got != count:
+            return False
+        bodies = [bytes(body) for body in entry_format.iter_frames(b"".join(parts))]
+        for k, body in enumerate(bodies):
+            if entry_format.peek_ids(body, 0)[1:3] != (ledger.ledger_id, first + k * step):
+                return False
+        results.extend((body, first + k * step, lac) for k, body in enumerate(bodies))
+        return True
 
     # -- v3 -----------------------------------------------------------------------------------------
     def process_v3(self, handler: BookieRequestHandler, request: pb.Request, size: int) -> None:
@@ -238,6 +370,16 @@ class BookieRequestProcessor:
             handler.send(v2.v3_response(request, status.EBADREQ).SerializeToString())
             return
         op = request.header.operation
+        if op == pb.ADD_ENTRY and request.HasField("addRequest"):
+            self._add_v3(handler, request, request.addRequest, size)
+            return
+        if op == pb.READ_ENTRY and request.HasField("readRequest"):
+            read = request.readRequest
+            fence = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER  # proto2: absent reads as 1
+            if not fence and not read.HasField("previousLAC"):
+                self._plain_read_v3(handler, request, read, size)
+                return
+        self.submit_batched(handler)  # what came before this request reaches the Bookie first
         fields = _V3_FIELDS.get(op)
         if fields is None or not request.HasField(fields[0]):
             why = (f"operation {pb.OperationType.Name(op)} is not served" if fields is None
@@ -251,10 +393,19 @@ class BookieRequestProcessor:
         for name in ("ledgerId", "entryId"):  # required in the responses that have them
             if name in body.DESCRIPTOR.fields_by_name:
                 setattr(body, name, getattr(sub, name))
-        if op == pb.ADD_ENTRY:
-            self._add_v3(handler, response, sub, size)
-        else:
-            handler.spawn(self._answer_v3(self._v3_ops[op], sub, response, body), size)
+        handler.spawn(self._answer_v3(self._v3_ops[op], sub, response, body), size)
+
+    def _plain_read_v3(self, handler: BookieRequestHandler, request: pb.Request, read: pb.ReadRequest,
+                       size: int) -> None:
+        header, ledger_id, entry_id = v2.v3_header_field(request), read.ledgerId, read.entryId
+        if ledger_id < 0:
+            handler.send(v2.encode_v3_read_response(header, status.EBADREQ, ledger_id, entry_id))
+            return
+
+        def answer(code: int, body: bytes | None, read_id: int | None, lac: int | None) -> bytes:
+            return v2.encode_v3_read_response(header, code, ledger_id, entry_id if read_id is None else read_id,
+                                              body, lac)
+        handler.reads.append((LedgerId(0, ledger_id), entry_id, answer, size))
 
     def _meant_for_another(self, handler: BookieRequestHandler, request: pb.Request) -> bool:
         for pair in request.requestContext:
@@ -265,10 +416,11 @@ class BookieRequestProcessor:
                 return True
         return False
 
-    def _add_v3(self, handler: BookieRequestHandler, response: pb.Response, add: pb.AddRequest, size: int) -> None:
+    def _add_v3(self, handler: BookieRequestHandler, request: pb.Request, add: pb.AddRequest, size: int) -> None:
+        header, ledger_id, entry_id = v2.v3_header_field(request), add.ledgerId, add.entryId
+
         def answer(code: int) -> bytes:
-            response.status = response.addResponse.status = code
-            return response.SerializeToString()
+            return v2.encode_v3_add_response(header, code, ledger_id, entry_id)
         if add.writeFlags & DEFERRED_SYNC:
             handler.send(answer(status.EBADREQ))
             return
@@ -330,10 +482,19 @@ class BookieRequestProcessor:
             version, ledger_id, entry_id = request.version, request.ledger_id, request.entry_id
             self._add(handler, request.body, request.master_key, request.recovery,
                       lambda code: v2.encode_add_response(version, v2.to_v2_status(code), ledger_id, entry_id), size)
+        elif isinstance(request, v2.ReadRequest) and not request.fencing and request.ledger_id >= 0:
+            version, ledger_id, entry_id = request.version, request.ledger_id, request.entry_id
+
+            def answer(code: int, body: bytes | None, read_id: int | None, lac: int | None) -> bytes:
+                return v2.encode_response(v2.ReadResponse(version, v2.to_v2_status(code), ledger_id, entry_id,
+                                                          body or b""))
+            handler.reads.append((LedgerId(0, ledger_id), entry_id, answer, size))
         elif isinstance(request, v2.AuthRequest):
+            self.submit_batched(handler)
             handler.send(v2.encode_response(v2.AuthResponse(request.version,
                                                             v2.auth_disabled_message().SerializeToString())))
         else:
+            self.submit_batched(handler)
             handler.spawn(self._read_v2(request), size)
 
     async def _read_v2(self, request: v2.ReadRequest | v2.BatchedReadRequest) -> bytes:
