@@ -9,8 +9,8 @@ three freshly started bookies of its own (its own ledgers root), one contender a
  (c) BookKeeper's Java client against three of this project's bookies (native protocol, v3), once they
      serve it (they register a ``bookie-rpc`` endpoint); skipped with why otherwise;
  (d) this project's client against its own three bookies (gRPC);
- (e) this project's client against its own three bookies over the native protocol (v3; the client is
-     made to take the ``bookie-rpc`` endpoint although the bookies also register ``grpc``).
+ (e) this project's client against its own three bookies over the native protocol (v3; client
+     configuration ``bookieProtocol=native``: the ``bookie-rpc`` endpoint although they also register ``grpc``).
 
 Each contender is measured twice:
  cold: the first phase on the fresh bookies with a fresh client (a new JVM for ``bin/bench`` with
@@ -33,19 +33,17 @@ Short runs while developing: ``--seconds 3 --warmup 2``. Needs a real BookKeeper
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import pathlib
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from bookie.client import BookKeeper
 from bookie.client import benchmark
-from bookie.client import bookkeeper as bookkeeper_module
 from bookie.client.native_bookie_client import NativeBookieClient
-from bookie.meta.bookie_service_info import BOOKIE_RPC, GRPC
+from bookie.meta.bookie_service_info import BOOKIE_RPC
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk
@@ -55,9 +53,9 @@ ENTRY_SIZE = 1024
 ENSEMBLE, WRITE_QUORUM, ACK_QUORUM = 3, 3, 2
 BATCH, BATCHES_IN_FLIGHT = 256, 8
 TARGETS = {"b": ("a", 0.5), "c": ("a", 1.0), "e": ("d", 0.9)}  # contender: (its baseline, target ratio)
-# The Java bookies get more heap than the interop tests give them (a benchmark keeps ~1,000 adds of
-# 1 KiB in flight per bookie), still small enough for six bookies on a 2-core machine.
-BENCH_BOOKIE_JAVA_OPTS = "-Xms256m -Xmx256m -XX:MaxDirectMemorySize=256m -XX:+UseSerialGC"
+# The Java bookies get more memory than the interop tests give them: a 20 s phase writes ~1 GB to each, and
+# DbLedgerStorage's write cache (a quarter of the direct memory) must absorb it between flushes.
+BENCH_BOOKIE_JAVA_OPTS = "-Xms512m -Xmx512m -XX:MaxDirectMemorySize=1g -XX:+UseSerialGC"
 
 
 @dataclass
@@ -93,7 +91,7 @@ def this_client(uri: str, args, native: bool = False) -> Result:
     """The same phases with this project's client (bookie.client.benchmark, as ``bk bench``); with
     ``native``, over BookKeeper's native protocol to bookies that also offer gRPC."""
     shape = (ENTRY_SIZE, ENSEMBLE, WRITE_QUORUM, ACK_QUORUM)
-    with native_protocol() if native else contextlib.nullcontext(), BookKeeper(uri) as bk:
+    with BookKeeper(uri, bookieProtocol="native" if native else "auto") as bk:
         cold = benchmark.write_throughput(bk, args.seconds, *shape, in_flight=args.window)
         cold_read, _, cold_read_s = benchmark.read_throughput(bk, cold.ledger_ids[0])
         benchmark.write_throughput(bk, args.warmup, *shape, in_flight=args.window)
@@ -106,23 +104,6 @@ def this_client(uri: str, args, native: bool = False) -> Result:
             raise RuntimeError(f"contender (e) used {transports}, not only the native protocol")
     return Result(Figures(cold.rate, None, None, cold_read / cold_read_s),
                   Figures(window.rate, batched.rate, single.percentile(50), entries / read_s))
-
-
-@contextlib.contextmanager
-def native_protocol():
-    """This client takes each bookie's ``bookie-rpc`` endpoint even where the bookie registers ``grpc``
-    (make_bookie_client picks gRPC when offered: it is handed the registration without that endpoint)."""
-    make = bookkeeper_module.make_bookie_client
-
-    def native_only(bookie_id, info, timeout):
-        if info is not None and info.endpoint(GRPC) is not None:
-            info = replace(info, endpoints=tuple(e for e in info.endpoints if e.protocol != GRPC))
-        return make(bookie_id, info, timeout)
-    bookkeeper_module.make_bookie_client = native_only
-    try:
-        yield
-    finally:
-        bookkeeper_module.make_bookie_client = make
 
 
 def bookkeeper_version(home: pathlib.Path) -> str:

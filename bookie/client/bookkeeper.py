@@ -21,7 +21,7 @@ from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
-from bookie.client.conf import POOLED_DIRECT, ClientConfiguration
+from bookie.client.conf import AUTO, NATIVE, POOLED_DIRECT, ClientConfiguration
 from bookie.client.ensemble_placement import BookieQuarantine, new_ensemble
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_handle_adv import LedgerHandleAdv
@@ -45,12 +45,14 @@ TIMER_INTERVAL = 0.1  # seconds between the timer's rounds: the resolution of ad
 _STOP = object()
 
 
-def make_bookie_client(bookie_id: str, info: BookieServiceInfo | None, timeout: float) -> BookieClient | NativeBookieClient:
-    """gRPC at the registered ``grpc`` endpoint if the bookie offers one; otherwise BookKeeper's native
-    protocol at its registered ``bookie-rpc`` endpoint (DefaultBookieAddressResolver), or at the bookie id
-    when it lists none or is not registered (the legacy resolution: how an older stock bookie is reached).
-    Either client names ``bookie_id`` to the bookie it finds there, which refuses if it is another one."""
-    endpoint = info.endpoint(GRPC) if info is not None else None
+def make_bookie_client(bookie_id: str, info: BookieServiceInfo | None, timeout: float,
+                       protocol: str = AUTO) -> BookieClient | NativeBookieClient:
+    """gRPC at the registered ``grpc`` endpoint if the bookie offers one (and ``protocol`` is not
+    ``native``); otherwise BookKeeper's native protocol at its registered ``bookie-rpc`` endpoint
+    (DefaultBookieAddressResolver), or at the bookie id when it lists none or is not registered (the legacy
+    resolution: how an older stock bookie is reached). Either client names ``bookie_id`` to the bookie it
+    finds there, which refuses if it is another one."""
+    endpoint = info.endpoint(GRPC) if info is not None and protocol != NATIVE else None
     if endpoint is not None:
         return BookieClient(bookie_id, timeout, address=endpoint.address)
     return NativeBookieClient(bookie_id, timeout, address=info.native_address(bookie_id) if info else bookie_id)
@@ -155,9 +157,11 @@ class BookKeeper:
             if bookie in self._clients:
                 return self._clients[bookie]
             if info is not None:
-                client = self._clients[bookie] = make_bookie_client(bookie, info, self.conf.readTimeout)
+                client = self._clients[bookie] = make_bookie_client(bookie, info, self.conf.readTimeout,
+                                                                    self.conf.bookieProtocol)
                 return client
-            guessed = self._guessed.get(bookie, (None, 0.0))[0] or make_bookie_client(bookie, None, self.conf.readTimeout)
+            guessed = (self._guessed.get(bookie, (None, 0.0))[0]
+                       or make_bookie_client(bookie, None, self.conf.readTimeout, self.conf.bookieProtocol))
             self._guessed[bookie] = (guessed, time.monotonic() + UNREGISTERED_RECHECK)
             return guessed
 

@@ -9,6 +9,10 @@ from bookie.exceptions import ConfigurationException
 # freed multi-megabyte blocks for reuse, bookie/util/allocator.py); UnpooledHeap leaves the allocator alone.
 POOLED_DIRECT, UNPOOLED_HEAP = "PooledDirect", "UnpooledHeap"
 POOLING_POLICIES = (POOLED_DIRECT, UNPOOLED_HEAP)
+# bookieProtocol: "auto" speaks gRPC to a bookie that registers it and BookKeeper's native protocol otherwise;
+# "native" speaks the native protocol to every bookie (as a Java client does), e.g. to measure it.
+AUTO, NATIVE = "auto", "native"
+BOOKIE_PROTOCOLS = (AUTO, NATIVE)
 
 
 @dataclass
@@ -38,11 +42,15 @@ class ClientConfiguration:
     bookieQuarantineTimeSeconds: int = 1800  # new ensembles and replacements avoid it this long, if others will do
     nettyMaxFrameSizeBytes: int = 5 * 1024 * 1024  # the largest message a bookie takes (same key as the bookie's)
     allocatorPoolingPolicy: str = POOLED_DIRECT  # see POOLING_POLICIES
+    bookieProtocol: str = AUTO  # see BOOKIE_PROTOCOLS
 
     def __post_init__(self) -> None:
         if self.allocatorPoolingPolicy not in POOLING_POLICIES:
             raise ConfigurationException(f"allocatorPoolingPolicy {self.allocatorPoolingPolicy!r} is not one of "
                                          f"{', '.join(POOLING_POLICIES)}")
+        if self.bookieProtocol not in BOOKIE_PROTOCOLS:
+            raise ConfigurationException(f"bookieProtocol {self.bookieProtocol!r} is not one of "
+                                         f"{', '.join(BOOKIE_PROTOCOLS)}")
         if self.maxNumEnsembleChanges < 0:
             raise ConfigurationException(f"maxNumEnsembleChanges {self.maxNumEnsembleChanges} is below 0")
 

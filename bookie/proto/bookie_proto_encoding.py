@@ -371,10 +371,18 @@ _ADD_RESPONSE_TAG = b"\xaa\x06"  # field 101 (addResponse), length-delimited
 _READ_RESPONSE_TAG = b"\xa2\x06"  # field 100 (readResponse), length-delimited
 
 
+_ONE_BYTE = tuple(bytes((v,)) for v in range(0x80))
+
+
 def varint(value: int) -> bytes:
-    """A protobuf varint (a negative int64 as its 10-byte two's complement)."""
+    """A protobuf varint (a negative int64 as its 10-byte two's complement). Unrolled for the sizes of the
+    hot path's ids and lengths: this runs several times per request."""
     if 0 <= value < 0x80:
-        return bytes((value,))
+        return _ONE_BYTE[value]
+    if 0 < value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if 0 < value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     if value < 0:
         value += 1 << 64
     out = bytearray()
@@ -385,17 +393,30 @@ def varint(value: int) -> bytes:
     return bytes(out)
 
 
+_HEADER_STARTS: dict[tuple[int, int], bytes] = {}  # (version, operation) -> the header's bytes before its txnId
+
+
 def v3_header_field(request: pb.Request) -> bytes:
-    """A Response's field 1 (its header: the request's version, operation, txnId, priority)."""
-    header = request.header.SerializeToString()
-    return b"\x0a" + varint(len(header)) + header
+    """A Response's field 1 (its header: the request's version, operation, txnId, priority), as the header
+    serializes: version, operation, txnId, then priority where it is set (a Java client sets it only on
+    high-priority requests)."""
+    header = request.header
+    if header.HasField("priority"):
+        inner = header.SerializeToString()
+        return b"\x0a" + varint(len(inner)) + inner
+    key = (header.version, header.operation)
+    start = _HEADER_STARTS.get(key)
+    if start is None:
+        start = _HEADER_STARTS[key] = b"\x08" + varint(key[0]) + b"\x10" + varint(key[1]) + b"\x18"
+    txn = varint(header.txnId)
+    return b"\x0a" + _ONE_BYTE[len(start) + len(txn)] + start + txn
 
 
 def encode_v3_add_response(header_field: bytes, code: int, ledger_id: int, entry_id: int) -> bytes:
     """A serialized v3 Response to an ADD_ENTRY (as ``v3_response`` with its addResponse, serialized)."""
     code_field = varint(code)
-    body = b"\x08" + code_field + b"\x10" + varint(ledger_id) + b"\x18" + varint(entry_id)
-    return b"".join((header_field, b"\x10", code_field, _ADD_RESPONSE_TAG, varint(len(body)), body))
+    body = b"".join((b"\x08", code_field, b"\x10", varint(ledger_id), b"\x18", varint(entry_id)))
+    return b"".join((header_field, b"\x10", code_field, _ADD_RESPONSE_TAG, _ONE_BYTE[len(body)], body))
 
 
 def encode_v3_read_response(header_field: bytes, code: int, ledger_id: int, entry_id: int,

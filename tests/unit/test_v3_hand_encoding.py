@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, strategies as st
 from google.protobuf.internal.encoder import _VarintBytes
 
 from bookie.proto import bookie_proto_encoding as enc
@@ -56,3 +57,19 @@ def test_add_requests_are_protobufs(priority, recovery):
         if recovery:
             a.flag = pb.AddRequest.RECOVERY_ADD
         assert encoder.encode(txn, entry_id, b"b" * size) == expected.SerializeToString()
+
+
+@given(st.integers(min_value=-2 ** 63, max_value=2 ** 64 - 1))
+def test_every_varint_is_protobufs(value):
+    assert enc.varint(value) == _VarintBytes(value % 2 ** 64)
+
+
+@given(st.integers(min_value=0, max_value=2 ** 64 - 1), st.sampled_from([pb.ADD_ENTRY, pb.READ_ENTRY]),
+       st.one_of(st.none(), st.integers(min_value=0, max_value=2 ** 31 - 1)))
+def test_every_header_field_is_protobufs(txn, operation, priority):
+    r = pb.Request(header=pb.BKPacketHeader(version=pb.VERSION_THREE, operation=operation, txnId=txn))
+    if priority is not None:  # set, even to 0: serialized then
+        r.header.priority = priority
+    expected = pb.Response(status=0)
+    expected.header.CopyFrom(r.header)
+    assert enc.v3_header_field(r) + b"\x10\x00" == expected.SerializeToString()
