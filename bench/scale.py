@@ -432,8 +432,9 @@ def main() -> None:
         driver(args.driver)
         return
     sizes = sorted({int(s) for s in args.ledgers.split(",") if s.strip()})
-    if sizes[0] < args.real + 1:
-        parser.error(f"--ledgers: each N at least --real + 1 = {args.real + 1:,} (the real ledgers and the big one)")
+    if sizes[0] < args.real:
+        parser.error(f"--ledgers: each N at least --real = {args.real:,} (N counts the small real ledgers; the big "
+                     "one comes on top)")
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     base = tempfile.mkdtemp(prefix="bk-bench-scale-", dir=os.environ.get("BENCH_DIR"))
     zookeeper = ZooKeeperServer(os.path.join(base, "zookeeper"),
@@ -462,7 +463,7 @@ def main() -> None:
         zk.start()
         made = 0  # metadata-only ledgers so far
         for n in sizes:
-            wanted = n - args.real - 1
+            wanted = max(0, n - args.real - 1)  # at N = --real: the small ones and the big one, none more
             start = time.perf_counter()
             write_metadata_only(zk, root, manager, made, wanted - made, bookies)
             print(f"N = {n:,}: {wanted - made:,} metadata-only ledgers added in {time.perf_counter() - start:.1f} s "

@@ -23,12 +23,16 @@ The driver also reads each bookie's registration (BookieTransports) and hands it
 the executor, which has no ZooKeeper, reaches every bookie as the driver would: by gRPC where the
 bookie registered it (a range read), by BookKeeper's native protocol otherwise (a stock bookie).
 
-Reading (executor), slice by slice in plan order, one set of connections per partition: a range read
+Reading (executor), one set of connections per partition. A partition of several slices first asks its
+bookie for all of them in one call (spark_bookkeeper/packed_read.py, the ReadEntriesOfLedgers RPC), so
+many small ledgers cost one request, not one each; then, slice by slice in plan order, what is still
+missing is read as for a slice alone (not from that bookie again if it answered the call): a range read
 of the slice's entries (contiguous, or with that stride) from the member bookie; every entry's ledger id
 and digest are checked into column buffers (``DigestManager.verify_columns``). Entries missing or bad there are range-read the same way from the
 next bookie of their write set (they all share it: striped, by the stride; WQ == E, every bookie
 holds them), then the next; what no replica sends is read entry by entry, which tells "no such entry"
-from a failure. Out come ``pyarrow.RecordBatch``es built from those buffers.
+from a failure. Out come ``pyarrow.RecordBatch``es built from those buffers, joined into batches of at
+least COALESCE_ROWS rows (a batch costs Spark far more than a row).
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ from bookie.proto import status
 from bookie.proto.checksum import DigestManager
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
+from spark_bookkeeper.packed_read import Prefetched, read_share
 from spark_bookkeeper.partition_packing import Piece, pack
 
 log = logging.getLogger(__name__)
@@ -286,10 +291,15 @@ class BookKeeperReader(DataSourceReader):
         for p in slices:
             services.update(p.services)
         clients = connections.worker_clients().for_bookies(services)
-        for p in slices:
-            yield from self._read_slice(p, clients)
+        # Many slices: the bookie's whole share in one call first, then each slice reads what is missing.
+        ahead, answered = read_share(slices, clients, self.opts.password, self._batch) if len(slices) > 1 else ({}, 0)
+        return coalesced((batch for i, p in enumerate(slices)
+                          for batch in self._read_slice(p, clients, ahead.get(i), i < answered)), COALESCE_ROWS)
 
-    def _read_slice(self, partition: FragmentMemberPartition, clients):
+    def _read_slice(self, partition: FragmentMemberPartition, clients, ahead: Prefetched | None = None,
+                    member_answered: bool = False):
+        """The slice's entries: ``ahead`` (what its bookie sent in the partition's one call), then what is missing,
+        from the bookies of its write set in turn (not the member again if it ``member_answered`` that call)."""
         sl = partition.slice
         md = sl.metadata
         digest = DigestManager(sl.ledger, self.opts.password, md.digest_type)
@@ -301,12 +311,17 @@ class BookKeeperReader(DataSourceReader):
         if not len(wanted):
             return
         seen = np.zeros(partition.last - first + 1, dtype=bool)
+        if ahead is not None and ahead.batch is not None:
+            seen[ahead.ids - first] = True
+            yield ahead.batch
         # Every entry here has the same write set (striped: e % E == member; WQ == E: the ensemble): what
         # the member could not serve is range-read the same way from the next bookie of it, and so on.
         for index in write_set(partition.member, E, md.write_quorum_size):
             todo = wanted[~seen[wanted - first]]
             if not len(todo):
                 return
+            if member_answered and index == partition.member:
+                continue
             bookie = partition.ensemble[index]
             for ids, offsets, data in self._range(clients, sl, digest, bookie, int(todo[0]), int(todo[-1]), stride,
                                                   partition.member):
@@ -351,6 +366,26 @@ class BookKeeperReader(DataSourceReader):
         if sl.log is not None:
             columns += [pa.repeat(pa.scalar(sl.log, pa.string()), n), pa.array(np.full(n, sl.segment, dtype=np.int32))]
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
+
+
+COALESCE_ROWS = 8192  # rows per batch handed to Spark at least (a batch costs Spark far more than a row)
+
+
+def coalesced(batches, rows: int):
+    """``batches`` joined into batches of at least ``rows`` rows (the last may be smaller); a big batch
+    passes as it is. Many small ledgers give a batch per slice of a few rows each otherwise."""
+    held, count = [], 0
+    for batch in batches:
+        if not held and batch.num_rows >= rows:
+            yield batch
+            continue
+        held.append(batch)
+        count += batch.num_rows
+        if count >= rows:
+            yield pa.concat_batches(held)
+            held, count = [], 0
+    if held:
+        yield held[0] if len(held) == 1 else pa.concat_batches(held)
 
 
 class PushdownBookKeeperReader(BookKeeperReader):

@@ -239,6 +239,16 @@ class BookieClient:
             raise transport_error(self.bookie_id, f"read of ledger {ledger} entries {first}..{last}", exc,
                                   self.address) from None
 
+    def read_entries_of_ledgers(self, ranges: list[pb.ReadRangeRequest], max_bytes: int = 0,
+                                timeout: float | None = None) -> Iterator[pb.ReadRangesResponse]:
+        """What the bookie stores of each range (ReadEntriesOfLedgers): one call for many small ledgers."""
+        request = pb.ReadRangesRequest(ranges=ranges, maxBytesPerMessage=max_bytes)
+        try:
+            yield from self.stub.ReadEntriesOfLedgers(request, timeout=timeout or self.timeout * 12,
+                                                      metadata=self.metadata)
+        except grpc.RpcError as exc:
+            raise transport_error(self.bookie_id, f"read of {len(ranges)} ranges", exc, self.address) from None
+
     def write_lac(self, ledger: LedgerId, master_key: bytes, lac: int, body: bytes) -> pb.WriteLacResponse:
         return self._call(self.stub.WriteLac, pb.WriteLacRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
                                                                  lac=lac, masterKey=master_key, body=body),

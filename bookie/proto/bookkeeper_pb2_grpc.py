@@ -49,6 +49,11 @@ class BookieStub:
                 request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangeRequest.SerializeToString,
                 response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangeResponse.FromString,
                 _registered_method=True)
+        self.ReadEntriesOfLedgers = channel.unary_stream(
+                '/bookkeeper.proto.Bookie/ReadEntriesOfLedgers',
+                request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangesRequest.SerializeToString,
+                response_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangesResponse.FromString,
+                _registered_method=True)
         self.WriteLac = channel.unary_unary(
                 '/bookkeeper.proto.Bookie/WriteLac',
                 request_serializer=bookie_dot_proto_dot_bookkeeper__pb2.WriteLacRequest.SerializeToString,
@@ -103,6 +108,14 @@ class BookieServicer:
 
     def ReadEntries(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadEntriesOfLedgers(self, request, context):
+        """What this bookie stores of each range; ranges it cannot read (an unknown ledger, a failed read)
+        send nothing: the reader asks for those entries one by one, which tells the two apart.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -166,6 +179,11 @@ def add_BookieServicer_to_server(servicer, server):
                     servicer.ReadEntries,
                     request_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangeRequest.FromString,
                     response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangeResponse.SerializeToString,
+            ),
+            'ReadEntriesOfLedgers': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadEntriesOfLedgers,
+                    request_deserializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangesRequest.FromString,
+                    response_serializer=bookie_dot_proto_dot_bookkeeper__pb2.ReadRangesResponse.SerializeToString,
             ),
             'WriteLac': grpc.unary_unary_rpc_method_handler(
                     servicer.WriteLac,
@@ -284,6 +302,33 @@ class Bookie:
             '/bookkeeper.proto.Bookie/ReadEntries',
             bookie_dot_proto_dot_bookkeeper__pb2.ReadRangeRequest.SerializeToString,
             bookie_dot_proto_dot_bookkeeper__pb2.ReadRangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEntriesOfLedgers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/bookkeeper.proto.Bookie/ReadEntriesOfLedgers',
+            bookie_dot_proto_dot_bookkeeper__pb2.ReadRangesRequest.SerializeToString,
+            bookie_dot_proto_dot_bookkeeper__pb2.ReadRangesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,6 +39,7 @@ from bookie.proto.read_range import encode_read_range_response
 from bookie.server.add_request import decode_add_request
 from bookie.server.bookie import Bookie
 from bookie.server import garbage_collection_request
+from bookie.server import multi_range_read
 from bookie.server.index import MAX_ENTRY_ID
 
 log = logging.getLogger(__name__)
@@ -324,6 +325,18 @@ class BookieServicer(pb_grpc.BookieServicer):
             yield pb.ReadRangeResponse(status=code, message=message,
                                        lastEntryIdCovered=max(first - 1, -1)).SerializeToString()
 
+    async def ReadEntriesOfLedgers(self, request: pb.ReadRangesRequest, context):
+        try:
+            ranges = multi_range_read.checked_ranges(request)
+        except BadRequestException as exc:
+            yield pb.ReadRangesResponse(status=status.EBADREQ, message=str(exc)).SerializeToString()
+            return
+        budget, cursor = request.maxBytesPerMessage or self.max_range_message_bytes, multi_range_read.Cursor()
+        while cursor.index < len(ranges):
+            yield await run_in_executor(multi_range_read.next_message, self.bookie, ranges, cursor, budget)
+        if not ranges:
+            yield pb.ReadRangesResponse(status=status.EOK).SerializeToString()
+
     def _range_message(self, ledger: LedgerId, first: int, last: int, budget: int, stride: int,
                        offset: int) -> tuple[bytes, int]:
         """(one serialized ReadRangeResponse from ``first`` on, the last entry id it covers)."""
@@ -396,7 +409,7 @@ class BookieServicer(pb_grpc.BookieServicer):
 
 
 # Methods whose handler yields serialized responses itself (see bookie/proto/read_range.py).
-PRE_SERIALIZED = {"ReadEntries"}
+PRE_SERIALIZED = {"ReadEntries", "ReadEntriesOfLedgers"}
 
 
 @dataclass(frozen=True, slots=True)

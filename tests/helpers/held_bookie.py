@@ -11,7 +11,8 @@ code has no switch for it):
   meanwhile nothing is written or acknowledged and the journal queue fills (back-pressure);
 - ``gc-read-ledger`` (``ZKMetadataStore.read_ledger``): the garbage collector is held just after it
   read the metadata of the ledger whose id the ``arm`` file holds, before it acts on what it read;
-- ``range-read`` (``BookieServicer._range_message``, one message of a gRPC range read, and
+- ``range-read`` (``BookieServicer._range_message``, one message of a gRPC range read,
+  ``multi_range_read.next_message``, one message of a read of several ranges, and
   ``BookieRequestProcessor._read_batch``, a native batch read): once the ``arm`` file exists, the bookie
   serves as many range reads as it holds (a number, 0 if empty), then holds the next one before it
   reads anything for it (its client is mid-read, waiting), while the other reads go on being served.
@@ -37,6 +38,7 @@ from typing import Callable
 
 from bookie.cli.main import main
 from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.server import multi_range_read
 from bookie.server.journal import Journal
 from bookie.server.native_server import BookieRequestProcessor
 from bookie.server.request_processor import BookieServicer
@@ -93,14 +95,15 @@ def held_after_gc_read(control_dir: str, original: Callable) -> Callable:
     return method
 
 
-def held_after_reads(control_dir: str, originals: dict[type, str]) -> None:
-    """Replace each ``cls.name`` of ``originals`` (range reads): counted together once armed, the read after
-    as many as the arm file says waits for the release, then goes on; the others are served meanwhile."""
+def held_after_reads(control_dir: str, originals: dict[object, str]) -> None:
+    """Replace each ``owner.name`` of ``originals`` (range reads; a class's method or a module's function):
+    counted together once armed, the read after as many as the arm file says waits for the release, then
+    goes on; the others are served meanwhile."""
     lock = threading.Lock()
     served, fired = [0], [False]
 
     def held(original: Callable) -> Callable:
-        def method(self, *args):
+        def method(*args):
             armed = _armed(control_dir)
             if armed is not None and not fired[0]:
                 with lock:
@@ -109,7 +112,7 @@ def held_after_reads(control_dir: str, originals: dict[type, str]) -> None:
                     served[0] += 1
                 if hold:
                     _wait_release(control_dir)
-            return original(self, *args)
+            return original(*args)
         return method
 
     for cls, name in originals.items():
@@ -120,7 +123,8 @@ def install(control_dir: str, mode: str) -> None:
     if mode == "gc-read-ledger":
         ZKMetadataStore.read_ledger = held_after_gc_read(control_dir, ZKMetadataStore.read_ledger)
     elif mode == "range-read":
-        held_after_reads(control_dir, {BookieServicer: "_range_message", BookieRequestProcessor: "_read_batch"})
+        held_after_reads(control_dir, {BookieServicer: "_range_message", BookieRequestProcessor: "_read_batch",
+                                       multi_range_read: "next_message"})
     else:
         name = {"fsync": "_fdatasync", "write": "_flush"}[mode]
         setattr(Journal, name, held_before(control_dir, getattr(Journal, name), fail=mode == "fsync"))

@@ -119,3 +119,18 @@ def test_slice_entries_counts_a_stripe(first, last, members):
 def test_bad_packing_options(options, message):
     with pytest.raises(BookKeeperOptionException, match=message):
         _opts(**options)
+
+
+@given(st.lists(st.integers(0, 30), max_size=60), st.integers(1, 40))
+def test_coalesced_batches_keep_every_row_in_order_and_are_big_enough(sizes, rows):
+    import pyarrow as pa
+
+    from spark_bookkeeper.reader import coalesced
+    start, batches = 0, []
+    for n in sizes:
+        batches.append(pa.RecordBatch.from_pydict({"x": list(range(start, start + n))},
+                                                  schema=pa.schema([("x", pa.int64())])))
+        start += n
+    out = list(coalesced(iter(batches), rows))
+    assert [v for b in out for v in b.column(0).to_pylist()] == list(range(start))
+    assert all(b.num_rows >= rows for b in out[:-1])  # only the last may be short

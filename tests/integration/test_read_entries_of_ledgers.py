@@ -1,0 +1,81 @@
+"""ReadEntriesOfLedgers: many ledgers' ranges from one bookie in one call (bookie/server/multi_range_read.py),
+against a real bookie process over gRPC."""
+from __future__ import annotations
+
+import pytest
+
+from bookie.ledger_id import LedgerId
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import entry_format, status
+
+
+def _range(ledger: LedgerId, first: int, last: int, stride: int = 0, offset: int = 0) -> pb.ReadRangeRequest:
+    return pb.ReadRangeRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, firstEntryId=first,
+                               lastEntryId=last, stride=stride, offset=offset)
+
+
+def _ids(messages) -> list[tuple[int, int]]:
+    return [entry_format.peek_ids(entry, 0)[1:3] for m in messages for entry in entry_format.iter_frames(m.entries)]
+
+
+@pytest.fixture(scope="module")
+def ledgers(shared_cluster):
+    """Five closed ledgers of 1..5 entries of 1 KiB on one bookie (E=WQ=AQ=1), and its gRPC client."""
+    from bookie.client import BookKeeper
+    with BookKeeper(shared_cluster.metadata_service_uri) as bk:
+        bookie = sorted(bk.writable_bookies())[0]
+        made = []
+        for n in range(1, 6):
+            handle = bk.create_ledger(1, 1, 1, password=b"", bookies=[bookie])
+            handle.append_batch([bytes([n]) * 1024] * n).result(30)
+            handle.close()
+            made.append(handle.ledger)
+        yield bk.bookie_client(bookie), made
+
+
+def test_every_range_comes_in_request_order(ledgers):
+    client, made = ledgers
+    messages = list(client.read_entries_of_ledgers([_range(lid, 0, 10) for lid in reversed(made)]))
+    assert all(m.status == status.EOK for m in messages)
+    assert messages[-1].rangesCovered == len(made)
+    assert _ids(messages) == [(lid.ledger_id, e) for lid in reversed(made) for e in range(lid_n(lid, made))]
+
+
+def lid_n(ledger: LedgerId, made: list[LedgerId]) -> int:
+    return made.index(ledger) + 1
+
+
+def test_small_messages_split_ranges_and_count_what_they_complete(ledgers):
+    client, made = ledgers
+    messages = list(client.read_entries_of_ledgers([_range(lid, 0, 10) for lid in made], max_bytes=2000))
+    assert len(messages) > len(made)  # ~1 KiB entries, 2,000 bytes a message: a range runs over several
+    covered = [m.rangesCovered for m in messages]
+    assert covered == sorted(covered) and covered[-1] == len(made)
+    assert _ids(messages) == [(lid.ledger_id, e) for lid in made for e in range(lid_n(lid, made))]
+
+
+def test_a_striped_range_and_a_ledger_the_bookie_lacks_send_only_what_is_there(ledgers):
+    client, made = ledgers
+    unknown = LedgerId(0, 10 ** 9)
+    messages = list(client.read_entries_of_ledgers([_range(made[4], 0, 4, stride=2, offset=1), _range(unknown, 0, 3),
+                                                    _range(made[0], 0, 0)]))
+    assert messages[-1].rangesCovered == 3
+    assert _ids(messages) == [(made[4].ledger_id, 1), (made[4].ledger_id, 3), (made[0].ledger_id, 0)]
+
+
+@pytest.mark.parametrize("bad,named", [
+    (_range(LedgerId(0, 1), 5, 4), "range 1: bad range 5..4"),
+    (_range(LedgerId(0, 1), 0, 4, stride=2, offset=2), "range 1: bad stride 2 / offset 2"),
+    (pb.ReadRangeRequest(ledgerScopeId=0, ledgerId=-3, firstEntryId=0, lastEntryId=1), "range 1: ledger id 0/-3"),
+])
+def test_a_bad_range_is_refused_naming_it(ledgers, bad, named):
+    client, made = ledgers
+    messages = list(client.read_entries_of_ledgers([_range(made[0], 0, 0), bad]))
+    assert len(messages) == 1 and messages[0].status == status.EBADREQ and named in messages[0].message
+    assert not messages[0].entries
+
+
+def test_no_ranges_is_one_empty_answer(ledgers):
+    client, _ = ledgers
+    messages = list(client.read_entries_of_ledgers([]))
+    assert len(messages) == 1 and messages[0].status == status.EOK and messages[0].rangesCovered == 0
