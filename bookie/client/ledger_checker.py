@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from bookie.client.distribution_schedule import stores
+from bookie.client.entry_probes import EntryProbes
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.proto import status
@@ -98,9 +99,10 @@ class LedgerChecker:
         ``available``: the registered bookies, if the caller has them (else ``available()``)."""
         return self.check_ledger_async(handle, include_open, available).result()
 
-    def check_ledger_async(self, handle, include_open: bool = True,
-                           available: set[str] | None = None) -> cf.Future:
-        """``check_ledger`` with its reads left in flight: a future of the set of fragments."""
+    def check_ledger_async(self, handle, include_open: bool = True, available: set[str] | None = None,
+                           probes: EntryProbes | None = None) -> cf.Future:
+        """``check_ledger`` with its reads left in flight: a future of the set of fragments. With ``probes``,
+        the reads are queued there and sent many to a call (the caller flushes them before it waits)."""
         md = handle.metadata
         ledger = handle.ledger
         available = self.available() if available is None else available
@@ -116,10 +118,10 @@ class LedgerChecker:
                     continue
                 bounds = stored_bounds(index, first, last, len(ensemble), md.write_quorum_size) if last >= first else None
                 if bounds is not None:
-                    reads[(first, index)] = [self._read(ledger, bookie, e) for e in sorted(set(bounds))]
+                    reads[(first, index)] = [self._read(ledger, bookie, e, probes=probes) for e in sorted(set(bounds))]
                 elif closed:  # stores nothing here: only whether it answers at all (a registration outlives
                     # a crashed bookie by a session timeout)
-                    reads[(first, index)] = [self._read(ledger, bookie, max(first, 0), answered=True)]
+                    reads[(first, index)] = [self._read(ledger, bookie, max(first, 0), answered=True, probes=probes)]
             plans.append((first, last, ensemble, closed, bad))
 
         out: cf.Future = cf.Future()
@@ -151,9 +153,12 @@ class LedgerChecker:
             future.add_done_callback(one_done)
         return out
 
-    def _read(self, ledger: LedgerId, bookie: str, entry_id: int, answered: bool = False) -> cf.Future:
+    def _read(self, ledger: LedgerId, bookie: str, entry_id: int, answered: bool = False,
+              probes: EntryProbes | None = None) -> cf.Future:
         """A future of whether ``bookie`` returns ``entry_id`` (any failure, absence included: False);
         with ``answered``, of whether it answers at all (absence included: True)."""
+        if probes is not None:
+            return probes.probe(bookie, ledger, entry_id, answered)
         out: cf.Future = cf.Future()
         try:
             pending = self.bk.bookie_client(bookie).read_entry_async(ledger, entry_id)

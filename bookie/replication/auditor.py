@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from bookie.client.distribution_schedule import stores
+from bookie.client.entry_probes import EntryProbes
 from bookie.client.ledger_checker import LedgerChecker, LedgerFragment, unregistered_fragments
 from bookie.exceptions import BKException, BKNoSuchLedgerExistsOnMetadataServerException
 from bookie.ledger_id import LedgerId
@@ -332,28 +333,35 @@ class Auditor:
             return checker.check_ledger(handle, available=available)
 
         checked = 0
-        with ThreadPoolExecutor(OPEN_LEDGER_THREADS, thread_name_prefix="AuditorOpen") as openers:
-            for ledger, versioned in self.store.read_ledgers(self.store.iterate_ledgers(None)):
-                if versioned is None:
-                    continue  # deleted since the listing
-                checked += 1
-                md = versioned.value
-                if md.is_closed and md.last_entry_id < 0:
-                    bad = {b for fragment in unregistered_fragments(ledger, md, available)
-                           for b in fragment.bad_bookies}
-                    if bad:
-                        with lock:
-                            found[ledger] = bad
-                    continue
-                slots.acquire()
-                if md.is_closed:  # opening it reads nothing: its LAC is its last entry
-                    handle = bk.open_ledger(ledger, md.password, recovery=False, versioned=versioned)
-                    check = checker.check_ledger_async(handle, available=available)
-                else:
-                    check = openers.submit(check_open, ledger, versioned)
-                check.add_done_callback(functools.partial(done, ledger))
-                checks.append(check)
-            wait(checks)
+        probes = EntryProbes(bk)  # closed ledgers' reads, many to a call per bookie
+        try:
+            with ThreadPoolExecutor(OPEN_LEDGER_THREADS, thread_name_prefix="AuditorOpen") as openers:
+                for ledger, versioned in self.store.read_ledgers(self.store.iterate_ledgers(None)):
+                    if versioned is None:
+                        continue  # deleted since the listing
+                    checked += 1
+                    md = versioned.value
+                    if md.is_closed and md.last_entry_id < 0:
+                        bad = {b for fragment in unregistered_fragments(ledger, md, available)
+                               for b in fragment.bad_bookies}
+                        if bad:
+                            with lock:
+                                found[ledger] = bad
+                        continue
+                    if not slots.acquire(blocking=False):
+                        probes.flush()  # the checks holding the slots may wait for queued probes
+                        slots.acquire()
+                    if md.is_closed:  # opening it reads nothing: its LAC is its last entry
+                        handle = bk.open_ledger(ledger, md.password, recovery=False, versioned=versioned)
+                        check = checker.check_ledger_async(handle, available=available, probes=probes)
+                    else:
+                        check = openers.submit(check_open, ledger, versioned)
+                    check.add_done_callback(functools.partial(done, ledger))
+                    checks.append(check)
+                probes.flush()  # the last probes go out; then every check can finish
+                wait(checks)
+        finally:
+            probes.close()
         for ledger, bookies in sorted(found.items()):
             self.manager.mark_ledger_underreplicated(ledger, sorted(bookies))
         if failures:

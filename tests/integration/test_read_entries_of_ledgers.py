@@ -79,3 +79,22 @@ def test_no_ranges_is_one_empty_answer(ledgers):
     client, _ = ledgers
     messages = list(client.read_entries_of_ledgers([]))
     assert len(messages) == 1 and messages[0].status == status.EOK and messages[0].rangesCovered == 0
+
+
+def test_entry_probes_many_to_a_call(shared_cluster, ledgers):
+    """bookie/client/entry_probes.py: held entries yes, absent ones no (yes when only an answer is asked),
+    an unreachable bookie no; queued probes go out on flush."""
+    from bookie.client import BookKeeper
+    from bookie.client.entry_probes import EntryProbes
+    client, made = ledgers
+    with BookKeeper(shared_cluster.metadata_service_uri) as bk:
+        probes = EntryProbes(bk)
+        bookie = client.bookie_id
+        asked = {(lid, e): probes.probe(bookie, lid, e) for lid in made for e in range(6)}
+        answer_only = probes.probe(bookie, made[0], 3, answered=True)
+        nowhere = probes.probe("127.0.0.1:1", made[0], 0)
+        probes.close()
+        assert {key: f.result(30) for key, f in asked.items()} == {(lid, e): e <= made.index(lid)
+                                                                  for lid in made for e in range(6)}
+        assert answer_only.result(30) is True
+        assert nowhere.result(30) is False

@@ -1,0 +1,91 @@
+"""Whether bookies hold given entries, asked many at a time (for a check of many ledgers).
+
+LedgerChecker asks each bookie for the first and last entry of its share of each fragment; checking every
+ledger (the Auditor's check) is then a few single-entry reads per ledger, each a call of its own. Here the
+probes of one bookie are queued and sent together, as one ReadEntriesOfLedgers call of one-entry ranges per
+PROBE_BATCH of them: what the bookie sends back it holds, what it does not send it lacks, and a call that
+fails answers every probe in it "no". A bookie without that call (BookKeeper's native protocol) gets a read
+per probe, as before. Queued probes go out once a bookie has PROBE_BATCH of them, or on ``flush()``: a caller
+that waits for probes flushes first.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+from dataclasses import dataclass
+
+from bookie.client.bookie_client import BookieClient
+from bookie.ledger_id import LedgerId
+from bookie.proto import bookkeeper_pb2 as pb
+from bookie.proto import entry_format, status
+
+PROBE_BATCH = 1000  # one-entry ranges per call
+PROBE_THREADS = 4  # calls in flight (each a blocking stream)
+
+
+@dataclass(frozen=True)
+class Probe:
+    ledger: LedgerId
+    entry_id: int
+    answered: bool  # True: only whether the bookie answers at all (it stores nothing there)
+    result: cf.Future
+
+
+class EntryProbes:
+    def __init__(self, bk):
+        self.bk = bk
+        self._queues: dict[str, list[Probe]] = {}
+        self._lock = threading.Lock()
+        self._pool = cf.ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="EntryProbes")
+
+    def probe(self, bookie: str, ledger: LedgerId, entry_id: int, answered: bool = False) -> cf.Future:
+        """A future of whether ``bookie`` holds ``entry_id`` (any failure: False); with ``answered``, of
+        whether it answers at all."""
+        out: cf.Future = cf.Future()
+        try:
+            client = self.bk.bookie_client(bookie)
+        except Exception:  # noqa: BLE001 - an unreachable bookie is a bad one, whatever the error
+            out.set_result(False)
+            return out
+        if not isinstance(client, BookieClient):
+            pending = client.read_entry_async(ledger, entry_id)
+            pending.add_done_callback(lambda f: out.set_result(
+                f.exception() is None and (answered or f.result().status == status.EOK)))
+            return out
+        with self._lock:
+            queue = self._queues.setdefault(bookie, [])
+            queue.append(Probe(ledger, entry_id, answered, out))
+            full = self._queues.pop(bookie) if len(queue) >= PROBE_BATCH else None
+        if full:
+            self._pool.submit(self._send, client, full)
+        return out
+
+    def flush(self) -> None:
+        """Send every queued probe now."""
+        with self._lock:
+            queues, self._queues = self._queues, {}
+        for bookie, probes in queues.items():
+            self._pool.submit(self._send, self.bk.bookie_client(bookie), probes)
+
+    def close(self) -> None:
+        self.flush()
+        self._pool.shutdown(wait=True)
+
+    @staticmethod
+    def _send(client: BookieClient, probes: list[Probe]) -> None:
+        ranges = [pb.ReadRangeRequest(ledgerScopeId=p.ledger.scope_id, ledgerId=p.ledger.ledger_id,
+                                      firstEntryId=p.entry_id, lastEntryId=p.entry_id) for p in probes]
+        held: set[tuple[int, int, int]] = set()
+        answered = False
+        try:
+            for message in client.read_entries_of_ledgers(ranges):
+                if message.status != status.EOK:
+                    break
+                for entry in entry_format.iter_frames(message.entries):
+                    held.add(entry_format.peek_ids(entry, 0)[:3])
+            else:
+                answered = True
+        except Exception:  # noqa: BLE001 - a bookie that fails the call fails every probe in it
+            pass
+        for p in probes:
+            p.result.set_result(answered and (p.answered or (p.ledger.scope_id, p.ledger.ledger_id, p.entry_id) in held))
