@@ -72,12 +72,15 @@ def test_many_small_ledgers_pack_into_few_partitions_per_bookie():
     # Issue 31's case: 2,000 ledgers of 3 x 1 KiB entries, E = WQ = 3: 6,000 slices of one entry.
     slices = [LedgerSlice(LedgerId.of(n), _metadata(3, 3 * 1024, True), 0, 2, None, None) for n in range(2000)]
     parts = pack_partitions(slices, TRANSPORTS, _opts())
-    # 128 MiB / (1 KiB + 512 KiB) = 255 slices a partition: 8 per bookie, the bookies alternating.
-    assert len(parts) == 24 and all(isinstance(p, PackedPartition) for p in parts)
-    assert [p.bookie for p in parts] == ["a", "b", "c"] * 8
+    # 128 MiB / (1 KiB + 32 KiB) = 3,971 slices a partition: one per bookie (2,000 slices each).
+    assert len(parts) == 3 and all(isinstance(p, PackedPartition) for p in parts)
+    assert [p.bookie for p in parts] == ["a", "b", "c"]
     read = sorted((s.slice.ledger.ledger_id, e) for p in parts for s in p.slices for e in range(s.first, s.last + 1))
     assert read == [(n, e) for n in range(2000) for e in range(3)]  # every entry exactly once
     # Each slice costs openCostInBytes: a smaller max or a bigger open cost gives more partitions.
+    # 128 MiB / (1 KiB + 512 KiB) = 255 slices a partition: 8 per bookie, the bookies alternating.
+    bigger = pack_partitions(slices, TRANSPORTS, _opts(openCostInBytes=str(512 * 1024)))
+    assert len(bigger) == 24 and [p.bookie for p in bigger] == ["a", "b", "c"] * 8
     assert len(pack_partitions(slices, TRANSPORTS, _opts(openCostInBytes=str(1024 * 1024)))) == 3 * 16
     assert len(pack_partitions(slices, TRANSPORTS, _opts(maxBytesPerPartition="1"))) == 6000
 
