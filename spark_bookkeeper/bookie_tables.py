@@ -107,30 +107,36 @@ class LedgersOnBookie:
 
 class KnownLedgers:
     """Every ledger the metadata has, key → closed, as two compact columns (the driver's plan holds these, one
-    copy for all bookies); ``get`` and ``in`` look a key up (an index built on first use, on the executor)."""
+    copy for all bookies); ``get`` and ``in`` look a key up by binary search in a sorted copy made on first use
+    on the executor (no Python object per ledger: a bookie is asked of far fewer ledgers than the cluster has)."""
 
     def __init__(self):
         self.keys, self.closed = array("q"), bytearray()
-        self._index: dict[tuple[int, int], bool] | None = None
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     def add(self, ledger: LedgerId, closed: bool) -> None:
         self.keys.extend((ledger.scope_id, ledger.ledger_id))
         self.closed.append(closed)
 
-    def _lookup(self) -> dict[tuple[int, int], bool]:
-        if self._index is None:
-            keys = self.keys
-            self._index = {(keys[2 * i], keys[2 * i + 1]): bool(c) for i, c in enumerate(self.closed)}
-        return self._index
+    def _lookup(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._sorted is None:
+            pairs = np.frombuffer(self.keys, dtype=np.int64).reshape(-1, 2) if self.keys else np.zeros((0, 2), np.int64)
+            order = np.lexsort((pairs[:, 1], pairs[:, 0]))  # by scope, then ledger id
+            self._sorted = (pairs[order], np.frombuffer(bytes(self.closed), dtype=np.uint8)[order])
+        return self._sorted
 
     def get(self, key: tuple[int, int]) -> bool | None:
-        return self._lookup().get(key)
+        pairs, closed = self._lookup()
+        scopes = pairs[:, 0]
+        lo, hi = np.searchsorted(scopes, key[0], "left"), np.searchsorted(scopes, key[0], "right")
+        i = lo + int(np.searchsorted(pairs[lo:hi, 1], key[1]))
+        return bool(closed[i]) if i < hi and pairs[i, 1] == key[1] else None
 
     def __contains__(self, key: tuple[int, int]) -> bool:
-        return key in self._lookup()
+        return self.get(key) is not None
 
     def __getstate__(self) -> dict:
-        return {"keys": self.keys, "closed": self.closed, "_index": None}  # the columns travel, not the index
+        return {"keys": self.keys, "closed": self.closed, "_sorted": None}  # the columns travel, not the copy
 
 
 @dataclass

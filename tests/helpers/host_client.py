@@ -29,9 +29,7 @@ import sys
 import threading
 from typing import Any
 
-import bookie.client.bookkeeper as bookkeeper_module
 from bookie.client import BookKeeper
-from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.ledger_id import LedgerId
 from bookie.proto import availability, status
 from tests.helpers.engine_child import payload_for
@@ -93,15 +91,9 @@ def entries_on(bk: BookKeeper, ledger_id: int, bookie: str) -> list[int]:
     return sorted(availability.decode(listing.availabilityOfEntriesOfLedger))
 
 
-def native_only(bookie_id: str, info, timeout: float) -> NativeBookieClient:
-    """``make_bookie_client`` that ignores the gRPC endpoint: BookKeeper's protocol at ``bookie-rpc``."""
-    return NativeBookieClient(bookie_id, timeout, address=info.native_address(bookie_id) if info else bookie_id)
-
-
 def serve(uri: str, conf: dict, transport: str) -> None:
-    if transport == "native":
-        bookkeeper_module.make_bookie_client = native_only
-    bk = BookKeeper(uri, conf)
+    # native: BookKeeper's protocol at every bookie's bookie-rpc endpoint, even where it offers gRPC
+    bk = BookKeeper(uri, {**conf, "bookieProtocol": "native" if transport == "native" else "auto"})
     writer: Writer | None = None
     print(json.dumps({"ok": "ready"}), flush=True)
     for line in sys.stdin:

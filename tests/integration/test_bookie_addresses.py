@@ -18,7 +18,6 @@ import sys
 import pytest
 
 from bookie.client import BookKeeper
-from bookie.client import bookkeeper as bookkeeper_module
 from bookie.client.bookie_client import BookieClient
 from bookie.client.bookkeeper import make_bookie_client
 from bookie.client.native_bookie_client import NativeBookieClient
@@ -224,13 +223,9 @@ def test_a_request_meant_for_another_bookie_is_refused_naming_both(bk_cluster):
 
 
 @pytest.mark.parametrize("transport", ["grpc", "native"])
-def test_a_registration_pointing_at_another_bookie_fails_that_bookie(bk_cluster, monkeypatch, transport):
-    if transport == "native":  # BookKeeper's protocol to every bookie, at its registered bookie-rpc endpoint
-        def native(bookie_id: str, info: BookieServiceInfo | None, timeout: float) -> NativeBookieClient:
-            endpoint = info.endpoint(BOOKIE_RPC) if info is not None else None
-            return NativeBookieClient(bookie_id, timeout, address=endpoint.address if endpoint else bookie_id)
-        monkeypatch.setattr(bookkeeper_module, "make_bookie_client", native)
-    c, bk = bk_cluster(3)
+def test_a_registration_pointing_at_another_bookie_fails_that_bookie(bk_cluster, transport):
+    # native: BookKeeper's protocol to every bookie, at its registered bookie-rpc endpoint
+    c, bk = bk_cluster(3, client_conf={"bookieProtocol": transport if transport == "native" else "auto"})
     a, b, spare = (x.bookie_id for x in c.bookies)
     point_registration_at(bk.store, b, a)
     lh = bk.create_ledger(2, 2, 2, password=PASSWORD, bookies=[a, b])

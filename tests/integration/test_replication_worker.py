@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-import bookie.client.bookkeeper as bookkeeper_module
 from bookie.client import BookKeeper
 from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.ledger_checker import LedgerChecker
@@ -177,13 +176,11 @@ def test_no_replacement_bookie_fails_with_backoff_then_succeeds_once_one_joins(b
     assert_fully_replicated(bk, ledger.ledger_id)
 
 
-def test_rereplication_over_bookkeepers_native_protocol(bk_cluster, monkeypatch):
+def test_rereplication_over_bookkeepers_native_protocol(bk_cluster):
     """Sources and target reached by BookKeeper's native protocol (as a stock bookie would be)."""
     cluster, bk, b, ledger, _ = closed_ledger_then_lost_bookie(bk_cluster, 4, "n", 40)
     LedgerUnderreplicationManager(bk.store, "auditor").mark_ledger_underreplicated(ledger.ledger_id, [b[0]])
-    monkeypatch.setattr(bookkeeper_module, "make_bookie_client", lambda bookie_id, info, timeout:
-                        NativeBookieClient(bookie_id, timeout))
-    worker_bk = BookKeeper(cluster.metadata_service_uri, CLIENT)
+    worker_bk = BookKeeper(cluster.metadata_service_uri, {**CLIENT, "bookieProtocol": "native"})
     worker = ReplicationWorker(worker_bk, LedgerUnderreplicationManager(worker_bk.store, "w"))
     try:
         assert worker.rereplicate_one(timeout=30) == ledger.ledger

@@ -192,6 +192,8 @@ def test_autorecovery_survives_its_session_expiry(cluster, bk, store):
     finally:
         resume()
     wait_for(lambda: len(votes()) == 2, "ar-a's new vote")
+    # Its vote's znode comes before its log line saying so: wait for the line, then read the log.
+    wait_for(lambda: open(a_log).read().count("voted for the auditor") >= 2, "ar-a's log of its new vote")
     text = open(a_log).read()
     stepped_down = text.find("ar-a is no longer the auditor")
     second_vote = text.find("voted for the auditor", text.find("voted for the auditor") + 1)

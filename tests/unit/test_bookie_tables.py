@@ -4,6 +4,7 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+from hypothesis import given, strategies as st
 
 from bookie.ledger_id import LedgerId
 from spark_bookkeeper.bookie_tables import KnownLedgers, LedgerOnBookie, LedgersOnBookie, compare
@@ -38,3 +39,15 @@ def test_the_plans_compact_columns_give_back_what_was_put_in():
     assert known.get((0, 7)) is True and (5, 8) in known  # the index, built on first use, does not travel
     back = pickle.loads(pickle.dumps(known))
     assert back.get((5, 8)) is False and back.get((0, 8)) is None and (0, 9) not in back
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50), st.booleans()), max_size=80),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), max_size=40))
+def test_known_ledgers_answer_as_a_dict_would(added, asked):
+    known, expected = KnownLedgers(), {}
+    for scope, ledger_id, closed in added:
+        if (scope, ledger_id) not in expected:  # the metadata names a ledger once
+            known.add(LedgerId(scope, ledger_id), closed)
+            expected[(scope, ledger_id)] = closed
+    for key in [*expected, *asked]:
+        assert known.get(key) == expected.get(key) and (key in known) == (key in expected)
