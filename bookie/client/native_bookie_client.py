@@ -49,7 +49,7 @@ from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import entry_format, status
-from bookie.proto.bookie_proto_encoding import V3AddRequestEncoder
+from bookie.proto.v3_hand_encoding import V3AddRequestEncoder
 from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)

@@ -14,29 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bookie.proto import status
+from bookie.proto.v3_hand_encoding import varint
 
 # Field numbers of ReadRangeResponse in bookkeeper.proto.
 _STATUS, _ENTRIES, _ENTRY_COUNT, _LAST_ENTRY_ID_COVERED, _MAX_LAC, _MESSAGE = 1, 2, 3, 4, 5, 6
 _VARINT, _LENGTH_DELIMITED = 0, 2
 
 
-def _varint(value: int) -> bytes:
-    """Protobuf varint of an int32/int64/enum value (negative ones as their 64-bit two's complement)."""
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _varint_field(number: int, value: int) -> bytes:
-    return _varint(number << 3 | _VARINT) + _varint(value) if value else b""
+    return varint(number << 3 | _VARINT) + varint(value) if value else b""
 
 
 def _bytes_header(number: int, length: int) -> bytes:
-    return _varint(number << 3 | _LENGTH_DELIMITED) + _varint(length) if length else b""
+    return varint(number << 3 | _LENGTH_DELIMITED) + varint(length) if length else b""
 
 
 def encode_read_range_response(entries: Sequence[bytes | memoryview], entry_count: int, last_entry_id_covered: int,

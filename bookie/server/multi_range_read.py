@@ -41,25 +41,39 @@ class Cursor:
     entry: int | None = None
 
 
+def checked_range(r: pb.ReadRangeRequest) -> Range:
+    """The range ``r`` asks for (ReadEntries', or one of ReadEntriesOfLedgers'); BadRequestException naming
+    what is wrong and what is allowed."""
+    if r.ledgerScopeId < 0 or r.ledgerId < 0:
+        raise BadRequestException(f"ledger id {r.ledgerScopeId}/{r.ledgerId} is negative")
+    ledger = LedgerId(r.ledgerScopeId, r.ledgerId)
+    if r.firstEntryId < 0 or r.lastEntryId < r.firstEntryId:
+        raise BadRequestException(f"bad range {r.firstEntryId}..{r.lastEntryId} of ledger {ledger}: entry ids are "
+                                  f"0..{MAX_ENTRY_ID} and firstEntryId <= lastEntryId")
+    if r.stride < 0 or (r.stride and not 0 <= r.offset < r.stride):
+        raise BadRequestException(f"bad stride {r.stride} / offset {r.offset}: stride >= 0, and with a stride "
+                                  "0 <= offset < stride")
+    return Range(ledger, r.firstEntryId, r.lastEntryId, r.stride, r.offset)
+
+
+def check_message_bytes(max_bytes: int) -> None:
+    if max_bytes < 0:
+        raise BadRequestException(f"maxBytesPerMessage {max_bytes} refused (allowed: 0 for the bookie's default, "
+                                  "or a positive number of bytes)")
+
+
 def checked_ranges(request: pb.ReadRangesRequest) -> list[Range]:
     """The request's ranges; BadRequestException naming the first bad one and what is allowed."""
     if len(request.ranges) > MAX_RANGES_PER_CALL:
         raise BadRequestException(f"{len(request.ranges)} ranges in one call refused (allowed: up to "
                                   f"{MAX_RANGES_PER_CALL})")
-    if request.maxBytesPerMessage < 0:
-        raise BadRequestException(f"maxBytesPerMessage {request.maxBytesPerMessage} refused (allowed: 0 for the "
-                                  "bookie's default, or a positive number of bytes)")
+    check_message_bytes(request.maxBytesPerMessage)
     out = []
     for i, r in enumerate(request.ranges):
-        if r.ledgerScopeId < 0 or r.ledgerId < 0:
-            raise BadRequestException(f"range {i}: ledger id {r.ledgerScopeId}/{r.ledgerId} is negative")
-        if r.firstEntryId < 0 or r.lastEntryId < r.firstEntryId:
-            raise BadRequestException(f"range {i}: bad range {r.firstEntryId}..{r.lastEntryId}: entry ids are "
-                                      f"0..{MAX_ENTRY_ID} and firstEntryId <= lastEntryId")
-        if r.stride < 0 or (r.stride and not 0 <= r.offset < r.stride):
-            raise BadRequestException(f"range {i}: bad stride {r.stride} / offset {r.offset}: stride >= 0, and "
-                                      "with a stride 0 <= offset < stride")
-        out.append(Range(LedgerId(r.ledgerScopeId, r.ledgerId), r.firstEntryId, r.lastEntryId, r.stride, r.offset))
+        try:
+            out.append(checked_range(r))
+        except BadRequestException as exc:
+            raise BadRequestException(f"range {i}: {exc}") from None
     return out
 
 

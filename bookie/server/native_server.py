@@ -41,6 +41,7 @@ from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_protocol_pb2 as pb
 from bookie.proto import entry_format
 from bookie.proto import status
+from bookie.proto import v3_hand_encoding as v3
 from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, FrameTooLargeException, encode_frames
 from bookie.server.bookie import Bookie
 from bookie.server.request_processor import (DEFERRED_SYNC, MAX_STREAM_INFLIGHT, failure, read_entry, read_lac,
@@ -397,13 +398,13 @@ class BookieRequestProcessor:
 
     def _plain_read_v3(self, handler: BookieRequestHandler, request: pb.Request, read: pb.ReadRequest,
                        size: int) -> None:
-        header, ledger_id, entry_id = v2.v3_header_field(request), read.ledgerId, read.entryId
+        header, ledger_id, entry_id = v3.v3_header_field(request), read.ledgerId, read.entryId
         if ledger_id < 0:
-            handler.send(v2.encode_v3_read_response(header, status.EBADREQ, ledger_id, entry_id))
+            handler.send(v3.encode_v3_read_response(header, status.EBADREQ, ledger_id, entry_id))
             return
 
         def answer(code: int, body: bytes | None, read_id: int | None, lac: int | None) -> bytes:
-            return v2.encode_v3_read_response(header, code, ledger_id, entry_id if read_id is None else read_id,
+            return v3.encode_v3_read_response(header, code, ledger_id, entry_id if read_id is None else read_id,
                                               body, lac)
         handler.reads.append((LedgerId(0, ledger_id), entry_id, answer, size))
 
@@ -417,10 +418,10 @@ class BookieRequestProcessor:
         return False
 
     def _add_v3(self, handler: BookieRequestHandler, request: pb.Request, add: pb.AddRequest, size: int) -> None:
-        header, ledger_id, entry_id = v2.v3_header_field(request), add.ledgerId, add.entryId
+        header, ledger_id, entry_id = v3.v3_header_field(request), add.ledgerId, add.entryId
 
         def answer(code: int) -> bytes:
-            return v2.encode_v3_add_response(header, code, ledger_id, entry_id)
+            return v3.encode_v3_add_response(header, code, ledger_id, entry_id)
         if add.writeFlags & DEFERRED_SYNC:
             handler.send(answer(status.EBADREQ))
             return

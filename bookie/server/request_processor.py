@@ -290,16 +290,8 @@ class BookieServicer(pb_grpc.BookieServicer):
         first, last = request.firstEntryId, request.lastEntryId
         budget = request.maxBytesPerMessage or self.max_range_message_bytes
         try:
-            ledger = _ledger(request)
-            if first < 0 or last < first:
-                raise BadRequestException(f"bad range {first}..{last} of ledger {ledger}: entry ids are 0.."
-                                          f"{MAX_ENTRY_ID} and firstEntryId <= lastEntryId")
-            if request.stride < 0 or (request.stride and not 0 <= request.offset < request.stride):
-                raise BadRequestException(f"bad stride {request.stride} / offset {request.offset}: stride >= 0, "
-                                          "and with a stride 0 <= offset < stride")
-            if budget < 0:
-                raise BadRequestException(f"maxBytesPerMessage {budget} refused (allowed: 0 for the bookie's "
-                                          "default, or a positive number of bytes)")
+            ledger = multi_range_read.checked_range(request).ledger
+            multi_range_read.check_message_bytes(request.maxBytesPerMessage)
 
             def read(start: int) -> asyncio.Future:
                 return asyncio.ensure_future(run_in_executor(self._range_message, ledger, start, last, budget,

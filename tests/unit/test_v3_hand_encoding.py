@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, strategies as st
 from google.protobuf.internal.encoder import _VarintBytes
 
-from bookie.proto import bookie_proto_encoding as enc
+from bookie.proto import bookie_proto_encoding as v2
+from bookie.proto import v3_hand_encoding as enc
 from bookie.proto import bookkeeper_protocol_pb2 as pb
 
 IDS = (0, 1, 127, 128, 300, 2 ** 37, 2 ** 63 - 1, -1, -2 ** 63)
@@ -31,13 +32,13 @@ def test_varint_is_protobufs(value):
 def test_add_and_read_responses_are_protobufs(txn, priority):
     for code, ledger_id, entry_id in itertools.product(CODES, IDS, IDS[:4]):
         add = request(pb.ADD_ENTRY, txn, priority)
-        expected = enc.v3_response(add, code)
+        expected = v2.v3_response(add, code)
         expected.addResponse.status, expected.addResponse.ledgerId, expected.addResponse.entryId = code, ledger_id, entry_id
         assert enc.encode_v3_add_response(enc.v3_header_field(add), code, ledger_id, entry_id) == \
             expected.SerializeToString()
     read = request(pb.READ_ENTRY, txn, priority)
     for body, lac in ((None, None), (b"", -1), (b"x" * 200, 5)):
-        expected = enc.v3_response(read, pb.EOK)
+        expected = v2.v3_response(read, pb.EOK)
         r = expected.readResponse
         r.status, r.ledgerId, r.entryId = pb.EOK, 7, 9
         if body is not None:
