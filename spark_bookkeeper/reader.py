@@ -54,7 +54,7 @@ from bookie.proto import status
 from bookie.proto.checksum import DigestManager
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
-from spark_bookkeeper.packed_read import Prefetched, read_share
+from spark_bookkeeper.packed_read import Prefetched, ShareRead, read_share, slice_entries
 from spark_bookkeeper.partition_packing import Piece, pack
 
 log = logging.getLogger(__name__)
@@ -72,17 +72,22 @@ class LedgerSlice:
 
 class BookieTransports:
     """What each bookie offers (its registration's BookieServiceInfo, None if it is not registered),
-    read on the driver once per planning and handed to the partitions that read from it."""
+    read on the driver once per planning and handed to the partitions that read from it. One dict per
+    ensemble, shared by its partitions: pickled once per task, however many small ledgers it reads."""
 
     def __init__(self, bk):
         self.store = bk.store
         self._infos: dict[str, BookieServiceInfo | None] = {}
+        self._of: dict[tuple[str, ...], dict[str, BookieServiceInfo | None]] = {}
 
     def of(self, ensemble) -> dict[str, BookieServiceInfo | None]:
-        for bookie in ensemble:
-            if bookie not in self._infos:
-                self._infos[bookie] = self.store.bookie_service_info(bookie)
-        return {bookie: self._infos[bookie] for bookie in ensemble}
+        ensemble = tuple(ensemble)
+        if ensemble not in self._of:
+            for bookie in ensemble:
+                if bookie not in self._infos:
+                    self._infos[bookie] = self.store.bookie_service_info(bookie)
+            self._of[ensemble] = {bookie: self._infos[bookie] for bookie in ensemble}
+        return self._of[ensemble]
 
 
 @dataclass
@@ -124,14 +129,6 @@ class PackedPartition(InputPartition):
 
 
 DEFAULT_ENTRY_BYTES = 1024  # per entry of an open ledger, when no closed ledger of the read tells better
-
-
-def slice_entries(p: FragmentMemberPartition) -> int:
-    """How many entries the slice reads from its bookie."""
-    if not p.striped or len(p.ensemble) == 1:
-        return p.last - p.first + 1
-    E = len(p.ensemble)
-    return (p.last - p.member) // E - (p.first - 1 - p.member) // E
 
 
 def entry_bytes(slices: list[LedgerSlice]) -> dict[LedgerId, float]:
@@ -291,10 +288,22 @@ class BookKeeperReader(DataSourceReader):
         for p in slices:
             services.update(p.services)
         clients = connections.worker_clients().for_bookies(services)
-        # Many slices: the bookie's whole share in one call first, then each slice reads what is missing.
-        ahead, answered = read_share(slices, clients, self.opts.password, self._batch) if len(slices) > 1 else ({}, 0)
-        return coalesced((batch for i, p in enumerate(slices)
-                          for batch in self._read_slice(p, clients, ahead.get(i), i < answered)), COALESCE_ROWS)
+        return coalesced(self._read_slices(slices, clients), COALESCE_ROWS)
+
+    def _read_slices(self, slices, clients):
+        """Many slices: the bookie's whole share in one call first (``read_share``); then each slice it did not
+        serve whole reads what is missing."""
+        share = ShareRead()
+        if len(slices) > 1:
+            segments = np.array([p.slice.segment or 0 for p in slices], dtype=np.int32)
+            share = read_share(slices, clients, self.opts.password,
+                               lambda lids, ids, offsets, data, owner: self._rows(lids, ids, offsets, data,
+                                                                                  segments[owner]),
+                               clients.conf.nettyMaxFrameSizeBytes)
+            yield from share.batches
+        for i, p in enumerate(slices):
+            if i not in share.complete:
+                yield from self._read_slice(p, clients, share.partial.get(i), i < share.covered)
 
     def _read_slice(self, partition: FragmentMemberPartition, clients, ahead: Prefetched | None = None,
                     member_answered: bool = False):
@@ -361,10 +370,17 @@ class BookKeeperReader(DataSourceReader):
 
     def _batch(self, sl: LedgerSlice, ids: np.ndarray, offsets: np.ndarray, data: bytes) -> pa.RecordBatch:
         n = len(ids)
+        return self._rows(np.full(n, sl.ledger.ledger_id, dtype=np.int64), ids, offsets, data,
+                          np.full(n, sl.segment or 0, dtype=np.int32))
+
+    def _rows(self, lids: np.ndarray, ids: np.ndarray, offsets: np.ndarray, data: bytes,
+              segments: np.ndarray) -> pa.RecordBatch:
+        """Rows of the read's schema (``segments``: each row's log segment, for a log read)."""
+        n = len(ids)
         payload = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        columns = [pa.array(np.full(n, sl.ledger.ledger_id, dtype=np.int64)), pa.array(ids), payload]
-        if sl.log is not None:
-            columns += [pa.repeat(pa.scalar(sl.log, pa.string()), n), pa.array(np.full(n, sl.segment, dtype=np.int32))]
+        columns = [pa.array(lids), pa.array(ids), payload]
+        if self.opts.log is not None:
+            columns += [pa.repeat(pa.scalar(self.opts.log, pa.string()), n), pa.array(segments)]
         return pa.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
 
 

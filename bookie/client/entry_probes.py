@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from bookie.client.bookie_client import BookieClient
 from bookie.ledger_id import LedgerId
@@ -28,7 +29,7 @@ class Probe:
     ledger: LedgerId
     entry_id: int
     answered: bool  # True: only whether the bookie answers at all (it stores nothing there)
-    result: cf.Future
+    done: Callable[[bool], None]  # called with the answer (no Future per probe: a check makes tens of thousands)
 
 
 class EntryProbes:
@@ -38,27 +39,26 @@ class EntryProbes:
         self._lock = threading.Lock()
         self._pool = cf.ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="EntryProbes")
 
-    def probe(self, bookie: str, ledger: LedgerId, entry_id: int, answered: bool = False) -> cf.Future:
-        """A future of whether ``bookie`` holds ``entry_id`` (any failure: False); with ``answered``, of
-        whether it answers at all."""
-        out: cf.Future = cf.Future()
+    def probe(self, bookie: str, ledger: LedgerId, entry_id: int, done: Callable[[bool], None],
+              answered: bool = False) -> None:
+        """``done(whether bookie holds entry_id)`` (any failure: False), once the bookie has answered; with
+        ``answered``, ``done(whether it answers at all)``."""
         try:
             client = self.bk.bookie_client(bookie)
         except Exception:  # noqa: BLE001 - an unreachable bookie is a bad one, whatever the error
-            out.set_result(False)
-            return out
+            done(False)
+            return
         if not isinstance(client, BookieClient):
             pending = client.read_entry_async(ledger, entry_id)
-            pending.add_done_callback(lambda f: out.set_result(
-                f.exception() is None and (answered or f.result().status == status.EOK)))
-            return out
+            pending.add_done_callback(lambda f: done(f.exception() is None
+                                                     and (answered or f.result().status == status.EOK)))
+            return
         with self._lock:
             queue = self._queues.setdefault(bookie, [])
-            queue.append(Probe(ledger, entry_id, answered, out))
+            queue.append(Probe(ledger, entry_id, answered, done))
             full = self._queues.pop(bookie) if len(queue) >= PROBE_BATCH else None
         if full:
             self._pool.submit(self._send, client, full)
-        return out
 
     def flush(self) -> None:
         """Send every queued probe now."""
@@ -88,4 +88,4 @@ class EntryProbes:
         except Exception:  # noqa: BLE001 - a bookie that fails the call fails every probe in it
             pass
         for p in probes:
-            p.result.set_result(answered and (p.answered or (p.ledger.scope_id, p.ledger.ledger_id, p.entry_id) in held))
+            p.done(answered and (p.answered or (p.ledger.scope_id, p.ledger.ledger_id, p.entry_id) in held))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from bookie.client.distribution_schedule import stores
 from bookie.client.entry_probes import EntryProbes
@@ -106,7 +107,7 @@ class LedgerChecker:
         md = handle.metadata
         ledger = handle.ledger
         available = self.available() if available is None else available
-        reads: dict[tuple[int, int], list[cf.Future]] = {}
+        reads: list[tuple[tuple[int, int], str, int, bool]] = []  # ((fragment first, index), bookie, entry, answered)
         plans = []
         for first, last, ensemble, closed in fragments_of(ledger, md, handle.last_add_confirmed):
             if not closed and not include_open:
@@ -118,55 +119,50 @@ class LedgerChecker:
                     continue
                 bounds = stored_bounds(index, first, last, len(ensemble), md.write_quorum_size) if last >= first else None
                 if bounds is not None:
-                    reads[(first, index)] = [self._read(ledger, bookie, e, probes=probes) for e in sorted(set(bounds))]
+                    reads += [((first, index), bookie, e, False) for e in sorted(set(bounds))]
                 elif closed:  # stores nothing here: only whether it answers at all (a registration outlives
                     # a crashed bookie by a session timeout)
-                    reads[(first, index)] = [self._read(ledger, bookie, max(first, 0), answered=True, probes=probes)]
+                    reads.append(((first, index), bookie, max(first, 0), True))
             plans.append((first, last, ensemble, closed, bad))
 
         out: cf.Future = cf.Future()
+        failed: set[tuple[int, int]] = set()
+        left = [len(reads)]
+        lock = threading.Lock()
 
         def verdict() -> None:
             found = set()
             for first, last, ensemble, closed, bad in plans:
-                for index in range(len(ensemble)):
-                    if any(not future.result() for future in reads.get((first, index), ())):
-                        bad.add(index)
+                bad |= {index for index in range(len(ensemble)) if (first, index) in failed}
                 if bad:
                     found.add(LedgerFragment(ledger, first, last, tuple(ensemble), frozenset(bad), closed))
             out.set_result(found)
 
-        pending = [future for futures in reads.values() for future in futures]
-        if not pending:
-            verdict()
-            return out
-        left = [len(pending)]
-        lock = threading.Lock()
-
-        def one_done(_: cf.Future) -> None:
+        def one_done(key: tuple[int, int], ok: bool) -> None:
             with lock:
+                if not ok:
+                    failed.add(key)
                 left[0] -= 1
                 last = left[0] == 0
             if last:
                 verdict()
-        for future in pending:
-            future.add_done_callback(one_done)
+
+        if not reads:
+            verdict()
+        for key, bookie, entry_id, answered in reads:
+            self._read(ledger, bookie, entry_id, lambda ok, key=key: one_done(key, ok), answered, probes)
         return out
 
-    def _read(self, ledger: LedgerId, bookie: str, entry_id: int, answered: bool = False,
-              probes: EntryProbes | None = None) -> cf.Future:
-        """A future of whether ``bookie`` returns ``entry_id`` (any failure, absence included: False);
-        with ``answered``, of whether it answers at all (absence included: True)."""
+    def _read(self, ledger: LedgerId, bookie: str, entry_id: int, done: Callable[[bool], None],
+              answered: bool = False, probes: EntryProbes | None = None) -> None:
+        """``done(whether bookie returns entry_id)`` (any failure, absence included: False); with ``answered``,
+        ``done(whether it answers at all)`` (absence included: True)."""
         if probes is not None:
-            return probes.probe(bookie, ledger, entry_id, answered)
-        out: cf.Future = cf.Future()
+            probes.probe(bookie, ledger, entry_id, done, answered)
+            return
         try:
             pending = self.bk.bookie_client(bookie).read_entry_async(ledger, entry_id)
         except Exception:  # noqa: BLE001 - an unreachable bookie is a bad one, whatever the error
-            out.set_result(False)
-            return out
-
-        def done(f: cf.Future) -> None:
-            out.set_result(f.exception() is None and (answered or f.result().status == status.EOK))
-        pending.add_done_callback(done)
-        return out
+            done(False)
+            return
+        pending.add_done_callback(lambda f: done(f.exception() is None and (answered or f.result().status == status.EOK)))

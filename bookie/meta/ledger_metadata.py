@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import random
+import sys
 import time
 from dataclasses import dataclass, field, replace
 
@@ -112,6 +113,21 @@ def serialize(metadata: LedgerMetadata) -> bytes:
     return HEADER_PREFIX + str(CURRENT_FORMAT_VERSION).encode() + b"\n" + _VarintBytes(len(body)) + body
 
 
+_ENSEMBLES: dict[tuple[str, ...], tuple[str, ...]] = {}
+_MAX_SHARED_ENSEMBLES = 65536
+
+
+def _shared(ensemble: tuple[str, ...]) -> tuple[str, ...]:
+    """One object per distinct ensemble: a walk of many ledgers holds (and pickles, for Spark tasks) each
+    ensemble once, not once per ledger. Bounded: past the limit the table starts again."""
+    found = _ENSEMBLES.get(ensemble)
+    if found is None:
+        if len(_ENSEMBLES) >= _MAX_SHARED_ENSEMBLES:
+            _ENSEMBLES.clear()
+        found = _ENSEMBLES[ensemble] = tuple(sys.intern(b) for b in ensemble)
+    return found
+
+
 def parse(data: bytes) -> LedgerMetadata:
     """Decode a ledger znode (format versions 2 and 3); ValueError if it is neither."""
     if not data.startswith(HEADER_PREFIX):
@@ -130,7 +146,7 @@ def parse(data: bytes) -> LedgerMetadata:
     return LedgerMetadata(
         ensemble_size=fmt.ensembleSize, write_quorum_size=fmt.quorumSize,
         ack_quorum_size=fmt.ackQuorumSize if fmt.HasField("ackQuorumSize") else fmt.quorumSize,
-        ensembles=tuple((s.firstEntryId, tuple(s.ensembleMember)) for s in fmt.segment),
+        ensembles=tuple((s.firstEntryId, _shared(tuple(s.ensembleMember))) for s in fmt.segment),
         password=fmt.password, digest_type=DigestType(fmt.digestType) if fmt.HasField("digestType") else DigestType.CRC32,
         state=LedgerState(fmt.state), last_entry_id=fmt.lastEntryId if fmt.HasField("lastEntryId") else -1,
         length=fmt.length, ctime=fmt.ctime, custom_metadata=tuple((m.key, m.value) for m in fmt.customMetadata),

@@ -31,6 +31,7 @@ from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
 from bookie.meta.ledger_range_iterator import LedgerRangeIterator
 from bookie.meta.metadata_store import LedgerRange, MetadataStore, Versioned
+from bookie.meta.multi_read import read_many, supports_multi_read
 from bookie.meta.pipelined_reads import READ_WINDOW, pipelined
 from bookie.meta.retry import retry_when_reconnected
 from bookie.meta.service_uri import MetadataServiceUri
@@ -38,6 +39,14 @@ from bookie.meta.service_uri import MetadataServiceUri
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOST_CONNECTION = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)  # kazoo's: the request is in doubt
+
+
+def _answer(result):
+    """A kazoo async read's ``(data, stat)``, or its exception (as multi_read.read_many hands them)."""
+    try:
+        return result.get()
+    except KazooException as exc:
+        return exc
 
 
 def connect(hosts: str, timeout_ms: int = 10000, connect_timeout: float = 15.0) -> KazooClient:
@@ -60,6 +69,7 @@ class ZKMetadataStore(MetadataStore):
         self.zk = connect(self.uri.hosts, zk_timeout_ms, connect_timeout)
         self.zk_timeout_ms = zk_timeout_ms
         self._manager: str | None = None
+        self._multi_read: bool | None = None  # the server has multiRead (asked at the first walk)
         self._registrations: dict[tuple[str, bool], bytes] = {}
         self._registering = threading.Lock()  # registrations and their re-creation after an expiry, one at a time
         self._lock = threading.Lock()
@@ -186,22 +196,30 @@ class ZKMetadataStore(MetadataStore):
     def read_ledgers(self, ledgers: Iterable[LedgerId], window: int = READ_WINDOW
                      ) -> Iterator[tuple[LedgerId, Versioned[ledger_metadata.LedgerMetadata] | None]]:
         """Each ledger with its metadata (None: it does not exist), in the order given, up to ``window`` reads in
-        flight (one request per ledger). A read that loses its connection is sent again on its own."""
-        def receive(ledger: LedgerId, result) -> Versioned[ledger_metadata.LedgerMetadata] | None:
-            try:
-                data, stat = result.get()
-            except NoNodeError:
-                return None
-            except LOST_CONNECTION:
-                try:
-                    return self.read_ledger(ledger)
-                except BKNoSuchLedgerExistsOnMetadataServerException:
-                    return None
-            except KazooException as exc:
-                raise self._zk_error(f"read of ledger {ledger}", exc) from None
-            return Versioned(self._parse(ledger, data), stat.version)
+        flight: batched in multiRead requests where the server has them (bookie.meta.multi_read), else one
+        request per ledger. A read that loses its connection is sent again on its own."""
+        if self._multi_read is None:
+            self._multi_read = supports_multi_read(self.zk)
+        if self._multi_read:
+            answers = read_many(self.zk, ((ledger, self.ledger_path(ledger)) for ledger in ledgers), window=window)
+        else:
+            answers = pipelined(ledgers, lambda ledger: self.zk.get_async(self.ledger_path(ledger)),
+                                lambda _, result: _answer(result), window)
+        for ledger, answer in answers:
+            yield ledger, self._read_answer(ledger, answer)
 
-        return pipelined(ledgers, lambda ledger: self.zk.get_async(self.ledger_path(ledger)), receive, window)
+    def _read_answer(self, ledger: LedgerId, answer) -> Versioned[ledger_metadata.LedgerMetadata] | None:
+        if isinstance(answer, NoNodeError):
+            return None
+        if isinstance(answer, LOST_CONNECTION):
+            try:
+                return self.read_ledger(ledger)
+            except BKNoSuchLedgerExistsOnMetadataServerException:
+                return None
+        if isinstance(answer, Exception):
+            raise self._zk_error(f"read of ledger {ledger}", answer)
+        data, stat = answer
+        return Versioned(self._parse(ledger, data), stat.version)
 
     @staticmethod
     def _parse(ledger: LedgerId, data: bytes) -> ledger_metadata.LedgerMetadata:

@@ -201,6 +201,11 @@ class DigestManager:
         ids, starts, ends, bad, _ = self._verify(blob, max_entry_size)
         return ids, starts, ends, bad
 
+    def digests_ok(self, blob: bytes, frames: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Per framed entry of ``blob`` at ``frames`` (ending at ``ends``), of any ledger of this digest type and
+        entry layout (the caller checks each one's ledger id): does its stored digest match?"""
+        return self._digests_ok(blob, memoryview(blob), frames + entry_format.FRAME_LEN, ends)
+
     def _verify(self, blob: bytes, max_entry_size: int):
         try:
             ids, frames, _ = entry_format.scan_batch(blob, self.ledger, max_entry_size)

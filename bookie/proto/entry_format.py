@@ -145,8 +145,9 @@ def scan_batch(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarray,
     return uniform if uniform is not None else _scan_frames(blob, ledger, max_entry_size)
 
 
-def _scan_uniform(blob, ledger: LedgerId, max_entry_size: int):
-    """The same scan without a Python loop when every frame has the first frame's size (None otherwise).
+def _uniform_rows(blob, max_entry_size: int):
+    """The framed entries of ``blob`` as one strided array of their frame and header fields when every frame
+    has the first frame's size and layout (None otherwise, or when too few for numpy to pay off).
 
     If frames of size s sit back to back, frame k starts at k*(s+4); checking that every size field
     there says s proves the framing, so the header fields are read with one strided view.
@@ -161,19 +162,66 @@ def _scan_uniform(blob, ledger: LedgerId, max_entry_size: int):
     rows_type = _V2_ROWS if v2 else _V1_ROWS
     if size < rows_type.itemsize - FRAME_LEN or size > max_entry_size or end % stride or end // stride < _MIN_VECTOR_BATCH:
         return None
-    n = end // stride
-    rows = np.ndarray((n,), dtype=rows_type, buffer=view, strides=(stride,))
+    rows = np.ndarray((end // stride,), dtype=rows_type, buffer=view, strides=(stride,))
     if not (rows["size"] == size).all():
         return None
-    if v2:
-        ok = ledger.scope_id != 0 and ((rows["flags"] & _V2_VERSION_MASK) == _V2_VERSION_BITS).all() \
-            and (rows["scope"] == ledger.scope_id).all()
-    else:
-        ok = ledger.scope_id == 0
-    ids = rows["eid"].astype(np.int64)
-    if not (ok and (rows["lid"] == ledger.ledger_id).all() and (ids >= 0).all()):
+    if v2 and not ((rows["flags"] & _V2_VERSION_MASK) == _V2_VERSION_BITS).all():
+        return None
+    if (rows["eid"] < 0).any():
         return None  # the loop names the first bad frame
-    return ids, np.arange(0, end, stride, dtype=np.int64), int(rows["lac"].max())
+    return rows, stride, v2
+
+
+def _scan_uniform(blob, ledger: LedgerId, max_entry_size: int):
+    """``scan_batch`` without a Python loop when every frame has the first frame's size (None otherwise)."""
+    found = _uniform_rows(blob, max_entry_size)
+    if found is None:
+        return None
+    rows, stride, v2 = found
+    ok = (ledger.scope_id != 0 and (rows["scope"] == ledger.scope_id).all()) if v2 else ledger.scope_id == 0
+    if not (ok and (rows["lid"] == ledger.ledger_id).all()):
+        return None  # the loop names the first bad frame
+    return rows["eid"].astype(np.int64), np.arange(0, len(rows) * stride, stride, dtype=np.int64), int(rows["lac"].max())
+
+
+def scan_ledgers(blob, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Framed entries of any ledgers (a ReadEntriesOfLedgers message): (scope ids, ledger ids, entry ids, frame
+    offsets). Raises ValueError naming the first frame that is cut short or too large."""
+    found = _uniform_rows(blob, max_entry_size)
+    if found is not None:
+        rows, stride, v2 = found
+        scopes = rows["scope"].astype(np.int64) if v2 else np.zeros(len(rows), dtype=np.int64)
+        if v2 and not scopes.all():
+            return _scan_ledger_frames(blob, max_entry_size)  # names the V2 entry of scope 0
+        return (scopes, rows["lid"].astype(np.int64), rows["eid"].astype(np.int64),
+                np.arange(0, len(rows) * stride, stride, dtype=np.int64))
+    return _scan_ledger_frames(blob, max_entry_size)
+
+
+def _scan_ledger_frames(blob, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    view = memoryview(blob)
+    end = len(view)
+    scopes, lids, eids, offsets = [], [], [], []
+    offset = 0
+    while offset < end:
+        if offset + FRAME_LEN + V1_HEADER_LEN > end:
+            raise ValueError(f"frame at byte {offset} is cut short ({end - offset} bytes left)")
+        (size,) = FRAME.unpack_from(view, offset)
+        header = V2_HEADER_LEN if view[offset + FRAME_LEN] >= V2_FLAG else V1_HEADER_LEN
+        if size < header or size > max_entry_size or offset + FRAME_LEN + size > end:
+            raise ValueError(f"frame at byte {offset} has size {size} (allowed {header}..{max_entry_size}, "
+                             f"{end - offset - FRAME_LEN} bytes left)")
+        scope, lid, eid, _ = peek_ids(view, offset + FRAME_LEN)
+        if header == V2_HEADER_LEN and scope == 0:
+            raise ValueError(f"entry at byte {offset} has the V2 (BP-35) layout with scope 0: entries of "
+                             "scope-0 ledgers use the V1 layout")
+        scopes.append(scope)
+        lids.append(lid)
+        eids.append(eid)
+        offsets.append(offset)
+        offset += FRAME_LEN + size
+    return (np.array(scopes, dtype=np.int64), np.array(lids, dtype=np.int64), np.array(eids, dtype=np.int64),
+            np.array(offsets, dtype=np.int64))
 
 
 def _scan_frames(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, int]:

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 _OFFSET_MASK = 0xFFFFFFFF
 MAX_READ_GAP = 1 << 20  # records further apart than this in a log are read separately
 READ_WINDOW = 8192  # wanted entry ids looked up in the index at a time by a range read
+SCALAR_WINDOW = 4  # windows of at most this many ids are read record by record (numpy costs more there)
 # A checkpoint's entry-log fsyncs without the storage lock: at most this many, until one is this quick.
 MAX_UNLOCKED_LOG_FLUSHES = 3
 QUICK_LOG_FLUSH_SECONDS = 0.02
@@ -248,6 +249,8 @@ class InterleavedLedgerStorage:
         ``budget`` bytes) to ``parts``; returns (entries, bytes, last entry id covered)."""
         with self.lock:
             locs = self.cache.get_strided(ledger, first, last, step)
+        if len(locs) <= SCALAR_WINDOW:
+            return self._read_few(ledger, locs.tolist(), first, last, budget, step, parts)
         present = np.flatnonzero(locs)
         if not len(present):
             return 0, 0, last
@@ -270,6 +273,29 @@ class InterleavedLedgerStorage:
             total += nbytes
             if n < full or total >= budget:
                 return count, total, int(ids[n - 1])
+        return count, total, last
+
+    def _read_few(self, ledger: LedgerId, locs: list[int], first: int, last: int, budget: int, step: int,
+                  parts: list) -> tuple[int, int, int]:
+        """``_read_window_once`` for a window of a few ids (a small ledger's share, a probe): a record read
+        each, no array work, which would cost more than the reads."""
+        count = total = 0
+        for k, loc in enumerate(locs):
+            if not loc:
+                continue
+            entry_id = first + k * step
+            try:
+                record = self.entry_logger.read_record(loc)
+            except (EntryLogCorruptedException, OSError) as exc:
+                if self.entry_logger.was_removed(loc >> 32):
+                    raise _LogRemoved(loc >> 32) from None
+                raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: {exc}") from None
+            _check_ids(record, 0, ledger, entry_id, loc)
+            parts.append(entry_format.FRAME.pack(len(record)) + record)
+            count += 1
+            total += len(parts[-1])
+            if total >= budget:
+                return count, total, entry_id
         return count, total, last
 
     def _read_run(self, ledger: LedgerId, log_id: int, ids: np.ndarray, offs: np.ndarray, budget: int):

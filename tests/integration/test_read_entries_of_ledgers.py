@@ -2,6 +2,8 @@
 against a real bookie process over gRPC."""
 from __future__ import annotations
 
+import concurrent.futures as cf
+
 import pytest
 
 from bookie.ledger_id import LedgerId
@@ -90,9 +92,15 @@ def test_entry_probes_many_to_a_call(shared_cluster, ledgers):
     with BookKeeper(shared_cluster.metadata_service_uri) as bk:
         probes = EntryProbes(bk)
         bookie = client.bookie_id
-        asked = {(lid, e): probes.probe(bookie, lid, e) for lid in made for e in range(6)}
-        answer_only = probes.probe(bookie, made[0], 3, answered=True)
-        nowhere = probes.probe("127.0.0.1:1", made[0], 0)
+
+        def probe(*args, answered: bool = False) -> cf.Future:
+            future: cf.Future = cf.Future()
+            probes.probe(*args, future.set_result, answered)
+            return future
+        asked = {(lid, e): probe(bookie, lid, e) for lid in made for e in range(6)}
+        answer_only = probe(bookie, made[0], 3, answered=True)
+        nowhere = probe("127.0.0.1:1", made[0], 0)
+        assert not any(f.done() for f in asked.values())  # queued, not sent: fewer than PROBE_BATCH
         probes.close()
         assert {key: f.result(30) for key, f in asked.items()} == {(lid, e): e <= made.index(lid)
                                                                   for lid in made for e in range(6)}

@@ -106,7 +106,11 @@ def test_unreachable_zookeeper_is_a_clear_error():
         ZKMetadataStore(f"zk://127.0.0.1:{free_port()}/ledgers", connect_timeout=1.0)
 
 
-def test_read_ledgers_pipelines_in_order_and_reports_missing_ones(metadata_store):
+@pytest.mark.parametrize("multi_read", [True, False], ids=["multiRead", "getData-each"])
+def test_read_ledgers_pipelines_in_order_and_reports_missing_ones(metadata_store, monkeypatch, multi_read):
+    """Batched in multiRead requests (ZooKeeper 3.6+, as the harness's) or one getData per ledger (older
+    servers): the same answers, in the order asked."""
+    monkeypatch.setattr(metadata_store, "_multi_read", multi_read)
     ledgers = [LedgerId(0, i) for i in range(1, 40)]
     for ledger in ledgers:
         metadata_store.create_ledger(ledger, metadata(length=ledger.ledger_id))
@@ -120,3 +124,33 @@ def test_read_ledgers_pipelines_in_order_and_reports_missing_ones(metadata_store
         else:
             assert versioned.value.length == ledger.ledger_id and versioned.version == 0
     assert [lid for lid, _ in metadata_store.ledgers_with_metadata(0)] == [l for l in ledgers if l != ledgers[5]]
+
+
+def test_multi_read_reads_many_znodes_in_few_requests(metadata_store, zookeeper):
+    """bookie/meta/multi_read.py against the real server: 1,200 ledgers (3 batches) and a missing one in a
+    handful of requests, through a chrooted client too."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+
+    from bookie.meta.multi_read import read_many, supports_multi_read
+    from bookie.testing.zookeeper_server import received_requests
+    zk = metadata_store.zk
+    assert supports_multi_read(zk)  # the harness's ZooKeeper is 3.9
+    base = f"{metadata_store.root}/multi"
+    zk.ensure_path(base)
+    for pending in [zk.create_async(f"{base}/n{i}", str(i).encode()) for i in range(1200)]:
+        pending.get(30)
+    items = [(i, f"{base}/n{i}") for i in range(1200)] + [(-1, f"{base}/none")]
+    before = received_requests(zookeeper.port)
+    answers = list(read_many(zk, items))
+    assert received_requests(zookeeper.port) - before < 20  # 3 multiReads and the sessions' pings
+    assert [i for i, _ in answers] == [i for i, _ in items]
+    assert all(answer[0] == str(i).encode() and answer[1].version == 0 for i, answer in answers[:-1])
+    assert isinstance(answers[-1][1], NoNodeError)
+    chrooted = KazooClient(zookeeper.connect_string + base)
+    chrooted.start(15)
+    try:
+        assert [a[0] for _, a in read_many(chrooted, [(0, "/n7"), (1, "/n8")])] == [b"7", b"8"]
+    finally:
+        chrooted.stop()
+        chrooted.close()

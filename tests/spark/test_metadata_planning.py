@@ -11,6 +11,7 @@ import pytest
 
 from bookie.client import BookKeeper
 from bookie.ledger_id import LedgerId
+from bookie.meta import multi_read
 from spark_bookkeeper import bookie_tables, connections, reader, tables
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from tests.helpers.spark_io import source
@@ -44,12 +45,19 @@ def make_ledgers(uri: str, scope: int, count: int, open_ones: int = 0) -> list[L
 
 class ZooKeeperReads:
     """The read requests a kazoo client sends, by kind and path (its ``*_async`` methods, wrapped on the
-    instance: the blocking ``get`` and ``get_children`` send through them)."""
+    instance: the blocking ``get`` and ``get_children`` send through them; and each path of a multiRead)."""
 
     def __init__(self, zk, monkeypatch):
         self.paths: list[tuple[str, str]] = []
         for name in ("get_async", "get_children_async", "exists_async"):
             monkeypatch.setattr(zk, name, self._counting(name, getattr(zk, name)))
+        original = multi_read.multi_read_async
+
+        def multi_read_async(client, paths):
+            if client is zk:
+                self.paths += [("multi_read", p) for p in paths]
+            return original(client, paths)
+        monkeypatch.setattr(multi_read, "multi_read_async", multi_read_async)
 
     def _counting(self, name, method):
         def call(path, *args, **kwargs):

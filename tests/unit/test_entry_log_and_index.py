@@ -76,7 +76,28 @@ def test_corrupt_entry_log_record_is_reported_as_corrupt_not_missing(make_bookie
     assert err.value.status == status.EIO
     with pytest.raises(EntryCorruptedException):
         bookie.read_entries(ledger, 0, 9)
+    with pytest.raises(EntryCorruptedException):  # a window of a few ids: read record by record
+        bookie.read_entries(ledger, 3, 5)
     assert bookie.read_entry(ledger, 5)  # neighbours still read
+
+
+@pytest.mark.parametrize("first, last, stride, offset", [(0, 0, 0, 0), (2, 5, 0, 0), (0, 11, 3, 1), (0, 29, 0, 0),
+                                                         (0, 29, 3, 2), (25, 40, 0, 0), (28, 40, 4, 1)])
+def test_a_window_of_a_few_ids_reads_what_the_array_path_reads(make_bookie, first, last, stride, offset):
+    """Ranges of at most SCALAR_WINDOW wanted ids take the record-by-record path, longer ones the array
+    path: the same frames, counts and covered ids either way (30 entries stored, ids 0..29)."""
+    ledger = LedgerId(0, 11)
+    bookie = make_bookie()
+    payloads = write(bookie, ledger, 0, 30)
+    parts, count, covered = bookie.storage.read_framed_parts(ledger, first, last, 1 << 20, stride, offset)
+    step = max(stride, 1)
+    wanted = [e for e in range(first, min(last, 29) + 1) if not stride or e % step == offset]
+    frames = list(entry_format.iter_frames(b"".join(parts)))
+    digest = DigestManager(ledger, PASSWORD)
+    assert [digest.verify(f)[1].tobytes() for f in frames] == [payloads[e] for e in wanted]
+    assert count == len(wanted) and covered == last
+    one = bookie.storage.read_framed_parts(ledger, first, last, 1, stride, offset)  # a budget of a byte
+    assert one[1] == min(1, len(wanted)) and (not wanted or one[2] == wanted[0])
 
 
 def test_flipped_payload_byte_is_caught_by_the_digest(make_bookie):
