@@ -17,6 +17,7 @@ A bookie that does not answer gives rows saying so (status ``unavailable``), nev
 """
 from __future__ import annotations
 
+import itertools
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -283,16 +284,29 @@ def stored_ids(response: pb.GetListOfEntriesOfLedgerResponse) -> np.ndarray | st
     return availability.ids_array(response.availabilityOfEntriesOfLedger)
 
 
+LIST_CHUNK = 5000  # ledgers whose entries are listed, and rows made, at a time
+
+
 class EntryLister:
-    """GetListOfEntriesOfLedger on one bookie for many ledgers; once the bookie stops answering, the rest are
-    not asked (each would wait out its own timeout) and say why."""
+    """The entry ids one bookie lists for each ledger, asked a chunk of ledgers at a time: this project's bookies
+    answer many ledgers per request (GetListOfEntriesOfLedgers); a stock BookKeeper bookie one per request,
+    several at a time. Once the bookie stops answering, the rest are not asked (each would wait out its own
+    timeout) and say why."""
 
     def __init__(self, client):
         self.client = client
         self.gone: str | None = None
 
-    def __call__(self, key: tuple[int, int]) -> np.ndarray | str:
-        """The entry ids the bookie lists for the ledger (empty if it has no such ledger), or what failed."""
+    def __call__(self, keys: list[tuple[int, int]]) -> list[np.ndarray | str]:
+        """Each ledger's entry ids on the bookie (empty if it has no such ledger), or what failed."""
+        if self.gone is None and isinstance(self.client, BookieClient):
+            try:
+                return [stored_ids(r) for r in self.client.list_entries_of_ledgers([LedgerId(*key) for key in keys])]
+            except BKException as exc:
+                self.gone = f"lists of entries: {type(exc).__name__}: {exc}"
+        return list(connections.worker_clients().executor.map(self.one, keys))
+
+    def one(self, key: tuple[int, int]) -> np.ndarray | str:
         if self.gone is not None:
             return self.gone
         try:
@@ -300,17 +314,6 @@ class EntryLister:
         except BKException as exc:
             self.gone = f"list of entries: {type(exc).__name__}: {exc}"
             return self.gone
-
-
-def entry_lists(client, keys: list[tuple[int, int]]) -> list[np.ndarray | str]:
-    """Each ledger's entry ids on the bookie (or what failed): this project's bookies answer many ledgers per
-    request (GetListOfEntriesOfLedgers); a stock BookKeeper bookie one per request, several at a time."""
-    if not isinstance(client, BookieClient):
-        return list(connections.worker_clients().executor.map(EntryLister(client), keys))
-    try:
-        return [stored_ids(r) for r in client.list_entries_of_ledgers([LedgerId(*key) for key in keys])]
-    except BKException as exc:
-        return [f"lists of entries: {type(exc).__name__}: {exc}"] * len(keys)
 
 
 def compare(ledger: LedgerOnBookie | None, stored: np.ndarray | None) -> tuple[int | None, int | None, list[int] | None]:
@@ -348,27 +351,39 @@ def read_bookie_ledgers(partition: BookiePartition):
         held, gc_error = {}, f"garbage collection status: {status.name_of(state.status)} {state.message}"
     else:
         held, gc_error = held_bytes(state), None
-    named = {(ledger.scope_id, ledger.ledger_id): ledger for ledger in partition.ledgers}
-    # Ledgers whose bytes are here but whose metadata does not name this bookie: orphans, or copies left behind.
-    keys = list(named) + [key for key in held if key not in named and partition.scope in (None, key[0])]
-    lists = entry_lists(client, keys)
     gc_passes = state.passes if gc_error is None else None
-    for key, stored in zip(keys, lists):
-        ledger = named.get(key)
-        if ledger is None and partition.known.get(key):  # closed, and the metadata puts none of it here
-            ledger = LedgerOnBookie(*key, closed=True, ensemble_size=1, write_quorum=1)
-        row_status, error = (PARTIAL, gc_error) if gc_error else (OK, None)
-        if isinstance(stored, str):
-            row_status, error, stored = UNAVAILABLE, "; ".join(filter(None, (stored, gc_error))), None
-        expected, missing, short = compare(ledger, stored)
-        if gc_error:
-            live = deleted = at = None
-        else:
-            b = held.get(key, HeldBytes())
-            live, deleted, at = b.live, b.deleted, b.deleted_at_pass
-        yield (bookie, key[0], key[1], key in named or key in partition.known, expected,
-               len(stored) if stored is not None else None, missing, short, live, deleted, at, gc_passes,
-               row_status, error)
+    # Ledgers whose bytes are here but whose metadata does not name this bookie: orphans, or copies left behind.
+    unnamed = {key: None for key in held if partition.scope in (None, key[0])}
+    entry_lists = EntryLister(client)
+
+    def rows(keys: list[tuple[int, int]], named: dict[tuple[int, int], LedgerOnBookie]):
+        for key, stored in zip(keys, entry_lists(keys)):
+            ledger = named.get(key)
+            if ledger is None and partition.known.get(key):  # closed, and the metadata puts none of it here
+                ledger = LedgerOnBookie(*key, closed=True, ensemble_size=1, write_quorum=1)
+            row_status, error = (PARTIAL, gc_error) if gc_error else (OK, None)
+            if isinstance(stored, str):
+                row_status, error, stored = UNAVAILABLE, "; ".join(filter(None, (stored, gc_error))), None
+            expected, missing, short = compare(ledger, stored)
+            if gc_error:
+                live = deleted = at = None
+            else:
+                b = held.get(key, HeldBytes())
+                live, deleted, at = b.live, b.deleted, b.deleted_at_pass
+            yield (bookie, key[0], key[1], key in named or key in partition.known, expected,
+                   len(stored) if stored is not None else None, missing, short, live, deleted, at, gc_passes,
+                   row_status, error)
+
+    # A chunk at a time: a bookie the metadata names in 100,000 ledgers is not held as 100,000 objects and lists.
+    ledgers = iter(partition.ledgers)
+    while chunk := list(itertools.islice(ledgers, LIST_CHUNK)):
+        named = {(ledger.scope_id, ledger.ledger_id): ledger for ledger in chunk}
+        for key in named:
+            unnamed.pop(key, None)
+        yield from rows(list(named), named)
+    orphans = iter(unnamed)
+    while keys := list(itertools.islice(orphans, LIST_CHUNK)):
+        yield from rows(keys, {})
 
 
 class BookieTableReader(DataSourceReader):

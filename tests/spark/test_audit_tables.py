@@ -77,3 +77,32 @@ def test_the_audits_read_every_table_from_one_pass_over_the_metadata(spark, shar
     assert sorted({(r.bookie_id, r.status) for r in together["entrylogs"]}) == \
         sorted({(r.bookie_id, r.status) for r in alone["entrylogs"]})
     assert together["underreplicated"] == alone["underreplicated"]
+
+
+def test_bookie_ledgers_rows_are_the_same_listed_a_chunk_at_a_time(shared_cluster, monkeypatch):
+    """An executor lists a bookie's ledgers LIST_CHUNK at a time (a bookie named in 100,000 ledgers is not
+    held as 100,000 objects): chunks of two give the rows one chunk gives, the ledgers the metadata names
+    first, then those whose bytes are here without it (a deleted ledger's)."""
+    from bookie.client import BookKeeper
+    from spark_bookkeeper import bookie_tables
+    from spark_bookkeeper.options import ReadOptions
+    uri = shared_cluster.metadata_service_uri
+    with BookKeeper(uri) as bk:
+        ids = []
+        for i in range(7):
+            handle = bk.create_ledger(3, 2, 2, password=b"p")
+            handle.append_batch([b"y" * 100] * (2 + i)).result(60)
+            handle.close()
+            ids.append(handle.ledger_id)
+        bk.delete_ledger(ids[-1])  # its bytes stay until the bookies' GC: an unnamed ledger
+
+    def rows() -> list[tuple]:
+        opts = ReadOptions.parse({"metadataServiceUri": uri, "table": "bookie_ledgers"})
+        out = [row for partition in bookie_tables.plan(opts)
+               for row in bookie_tables.read_partition("bookie_ledgers", partition) if row[2] in ids]
+        return [row[:8] + row[12:] for row in out]  # GC's byte counts and passes move on their own
+
+    whole = rows()
+    monkeypatch.setattr(bookie_tables, "LIST_CHUNK", 2)
+    assert rows() == whole
+    assert {row[2] for row in whole if row[3]} == set(ids[:-1])  # in the metadata: every live one
