@@ -69,6 +69,9 @@ class LedgerSlice:
     log: str | None
     segment: int | None
 
+    def __reduce__(self):  # a plain tuple: a packed partition ships thousands
+        return LedgerSlice, (self.ledger, self.metadata, self.first, self.last, self.log, self.segment)
+
 
 class BookieTransports:
     """What each bookie offers (its registration's BookieServiceInfo, None if it is not registered),
@@ -109,6 +112,17 @@ class FragmentMemberPartition(InputPartition):
         super().__init__(None)
         self.slice, self.ensemble, self.member, self.first, self.last = slice_, tuple(ensemble), member, first, last
         self.services, self.striped = services, striped
+
+    def __reduce__(self):  # a plain tuple, rebuilt without __init__: a packed partition ships thousands
+        return _fragment_member_partition, (self.slice, self.ensemble, self.member, self.first, self.last,
+                                            self.services, self.striped)
+
+
+def _fragment_member_partition(slice_, ensemble, member, first, last, services, striped) -> FragmentMemberPartition:
+    p = object.__new__(FragmentMemberPartition)
+    p.__dict__.update(value=None, slice=slice_, ensemble=ensemble, member=member, first=first, last=last,
+                      services=services, striped=striped)
+    return p
 
 
 @dataclass

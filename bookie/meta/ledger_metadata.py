@@ -9,7 +9,7 @@ import enum
 import random
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from google.protobuf import text_format
 from google.protobuf.internal.decoder import _DecodeVarint32
@@ -44,6 +44,12 @@ class LedgerMetadata:
     ctime: int = field(default_factory=lambda: int(time.time() * 1000))
     custom_metadata: tuple[tuple[str, bytes], ...] = ()
     ctoken: int = field(default_factory=lambda: random.getrandbits(63))
+
+    def __reduce__(self):
+        # Pickled as a plain tuple (Spark ships thousands per task): no enum constructor calls, no dict.
+        return _unpickle_metadata, (self.ensemble_size, self.write_quorum_size, self.ack_quorum_size, self.ensembles,
+                                    self.password, int(self.digest_type), int(self.state), self.last_entry_id,
+                                    self.length, self.ctime, self.custom_metadata, self.ctoken)
 
     @property
     def is_closed(self) -> bool:
@@ -113,6 +119,24 @@ def serialize(metadata: LedgerMetadata) -> bytes:
     return HEADER_PREFIX + str(CURRENT_FORMAT_VERSION).encode() + b"\n" + _VarintBytes(len(body)) + body
 
 
+_FIELDS = tuple(f.name for f in fields(LedgerMetadata))
+_DIGESTS = {int(d): d for d in DigestType}
+_STATES = {int(s): s for s in LedgerState}
+
+
+def _unpickle_metadata(*values) -> LedgerMetadata:
+    """A LedgerMetadata of its field values in order (the enums as their codes)."""
+    md = object.__new__(LedgerMetadata)
+    state = dict(zip(_FIELDS, values))
+    digest, ledger_state = _DIGESTS.get(state["digest_type"]), _STATES.get(state["state"])
+    if digest is None or ledger_state is None:
+        raise ValueError(f"unknown digest type {state['digest_type']} or ledger state {state['state']} (digest types: "
+                         f"{sorted(_DIGESTS)}, states: {sorted(_STATES)})")
+    state["digest_type"], state["state"] = digest, ledger_state
+    object.__setattr__(md, "__dict__", state)
+    return md
+
+
 _ENSEMBLES: dict[tuple[str, ...], tuple[str, ...]] = {}
 _MAX_SHARED_ENSEMBLES = 65536
 
@@ -143,11 +167,10 @@ def parse(data: bytes) -> LedgerMetadata:
         text_format.Parse(rest.decode(), fmt)
     else:
         raise ValueError(f"ledger metadata format version {version} is not supported (2 and 3 are)")
-    return LedgerMetadata(
-        ensemble_size=fmt.ensembleSize, write_quorum_size=fmt.quorumSize,
-        ack_quorum_size=fmt.ackQuorumSize if fmt.HasField("ackQuorumSize") else fmt.quorumSize,
-        ensembles=tuple((s.firstEntryId, _shared(tuple(s.ensembleMember))) for s in fmt.segment),
-        password=fmt.password, digest_type=DigestType(fmt.digestType) if fmt.HasField("digestType") else DigestType.CRC32,
-        state=LedgerState(fmt.state), last_entry_id=fmt.lastEntryId if fmt.HasField("lastEntryId") else -1,
-        length=fmt.length, ctime=fmt.ctime, custom_metadata=tuple((m.key, m.value) for m in fmt.customMetadata),
-        ctoken=fmt.cToken)
+    # Built as unpickling builds it (a walk parses every ledger of a cluster): no frozen-dataclass __init__.
+    return _unpickle_metadata(
+        fmt.ensembleSize, fmt.quorumSize, fmt.ackQuorumSize if fmt.HasField("ackQuorumSize") else fmt.quorumSize,
+        tuple((s.firstEntryId, _shared(tuple(s.ensembleMember))) for s in fmt.segment), fmt.password,
+        fmt.digestType if fmt.HasField("digestType") else int(DigestType.CRC32), fmt.state,
+        fmt.lastEntryId if fmt.HasField("lastEntryId") else -1, fmt.length, fmt.ctime,
+        tuple((m.key, m.value) for m in fmt.customMetadata), fmt.cToken)
