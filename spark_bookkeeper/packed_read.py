@@ -115,11 +115,14 @@ def _checked(blob: bytes, slices, asked: _Asked, password: bytes, max_entry_size
         md = slices[i].slice.metadata
         kinds.setdefault((slices[i].slice.ledger.scope_id != 0, md.digest_type), []).append(i)
     for (_, digest_type), members in kinds.items():
-        mine = np.isin(owner, members)
         manager = DigestManager(slices[members[0]].slice.ledger, password, digest_type)
+        at = frames + entry_format.FRAME_LEN + manager.header_len + MAC_LENGTH[digest_type]
+        ours = np.isin(owner, members)
+        good[ours & (at > ends)] = False  # too short to hold its digest: bad, and not read past its end
+        mine = ours & (at <= ends)
         ok = manager.digests_ok(blob, frames[mine], ends[mine])
         good[np.flatnonzero(mine)[~ok]] = False
-        payload_at[mine] = frames[mine] + entry_format.FRAME_LEN + manager.header_len + MAC_LENGTH[digest_type]
+        payload_at[mine] = at[mine]
     failed = (owner >= 0) & ~good
     if failed.any():
         log.warning("%d entries from %s failed their digest check (first: ledger %d entry %d); trying other "

@@ -108,6 +108,19 @@ def test_an_unreadable_message_gives_nothing_and_the_rest_still_counts():
     assert share.complete == {0} and sum(b.num_rows for b in share.batches) == 2
 
 
+@pytest.mark.parametrize("digest", [DigestType.CRC32C, DigestType.MAC])
+def test_a_frame_too_short_for_its_digest_is_bad_not_read_past(digest):
+    """A frame that holds a header and no digest (its size field says so) at the end of a message: the
+    entry is left to the replicas; nothing is read beyond the message."""
+    ledger = LedgerId(0, 3)
+    sl = LedgerSlice(ledger, SimpleNamespace(digest_type=digest), 0, 1, None, None)
+    slices = [FragmentMemberPartition(sl, ENSEMBLE, 0, 0, 1, services={}, striped=False)]
+    header = _frame(ledger, digest, 1, 10)[4:4 + entry_format.V1_HEADER_LEN]
+    cut = entry_format.FRAME.pack(len(header)) + header
+    share = sort_share(slices, [_frame(ledger, digest, 0, 10) + cut], PASSWORD, _rows)
+    assert share.complete == set() and share.partial[0].ids.tolist() == [0]
+
+
 @pytest.mark.parametrize("uniform", [True, False])
 @pytest.mark.parametrize("scope", [0, 7])
 def test_scan_ledgers_reads_any_ledgers_frames(uniform, scope):
