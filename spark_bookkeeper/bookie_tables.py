@@ -17,7 +17,6 @@ A bookie that does not answer gives rows saying so (status ``unavailable``), nev
 """
 from __future__ import annotations
 
-import itertools
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from bookie.meta.bookie_service_info import BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.proto import availability, status
 from bookie.proto import bookkeeper_pb2 as pb
+from bookie.util.chunks import chunks
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import ReadOptions
 
@@ -375,14 +375,12 @@ def read_bookie_ledgers(partition: BookiePartition):
                    row_status, error)
 
     # A chunk at a time: a bookie the metadata names in 100,000 ledgers is not held as 100,000 objects and lists.
-    ledgers = iter(partition.ledgers)
-    while chunk := list(itertools.islice(ledgers, LIST_CHUNK)):
+    for chunk in chunks(partition.ledgers, LIST_CHUNK):
         named = {(ledger.scope_id, ledger.ledger_id): ledger for ledger in chunk}
         for key in named:
             unnamed.pop(key, None)
         yield from rows(list(named), named)
-    orphans = iter(unnamed)
-    while keys := list(itertools.islice(orphans, LIST_CHUNK)):
+    for keys in chunks(unnamed, LIST_CHUNK):
         yield from rows(keys, {})
 
 

@@ -52,11 +52,9 @@ class ShareRead:
 
 def slice_request(p) -> pb.ReadRangeRequest:
     """The range a slice (FragmentMemberPartition) reads from its member, as ReadEntries would ask for it."""
-    E = len(p.ensemble)
-    stride = E if p.striped and E > 1 else 0
     ledger = p.slice.ledger
     return pb.ReadRangeRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, firstEntryId=p.first,
-                               lastEntryId=p.last, stride=stride, offset=p.member if stride else 0)
+                               lastEntryId=p.last, stride=p.stride, offset=p.member if p.stride else 0)
 
 
 class _Asked:
@@ -65,8 +63,7 @@ class _Asked:
     def __init__(self, slices):
         self.by_ledger: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
         for i, p in enumerate(slices):
-            stride = len(p.ensemble) if p.striped and len(p.ensemble) > 1 else 0
-            self.by_ledger.setdefault(tuple(p.slice.ledger), []).append((i, p.first, p.last, stride, p.member))
+            self.by_ledger.setdefault(tuple(p.slice.ledger), []).append((i, p.first, p.last, p.stride, p.member))
         self.expected = np.array([slice_entries(p) for p in slices], dtype=np.int64)
 
     def owners(self, scopes: np.ndarray, lids: np.ndarray, eids: np.ndarray) -> np.ndarray:
@@ -82,10 +79,9 @@ class _Asked:
 
 def slice_entries(p) -> int:
     """How many entries a slice (FragmentMemberPartition) reads from its bookie."""
-    if not p.striped or len(p.ensemble) == 1:
+    if not p.stride:
         return p.last - p.first + 1
-    E = len(p.ensemble)
-    return (p.last - p.member) // E - (p.first - 1 - p.member) // E
+    return (p.last - p.member) // p.stride - (p.first - 1 - p.member) // p.stride
 
 
 @dataclass
@@ -138,6 +134,8 @@ def _checked(blob: bytes, slices, asked: _Asked, password: bytes, max_entry_size
 
 def _first_copies(messages: list[_Message]) -> list[np.ndarray]:
     """Per message, which of its entries to keep: an entry (slice, entry id) sent twice is kept once."""
+    if not messages:
+        return []
     owner = np.concatenate([m.owner for m in messages])
     eids = np.concatenate([m.eids for m in messages])
     order = np.lexsort((eids, owner))  # stable: the first copy leads each run of equal keys
@@ -184,9 +182,6 @@ def sort_share(slices, blobs: list[bytes], password: bytes, rows: Rows, max_entr
     asked = _Asked(slices)
     messages = [m for m in (_checked(blob, slices, asked, password, max_entry_size, bookie) for blob in blobs)
                 if m is not None and len(m.owner)]
-    if not messages:
-        share.complete = set(np.flatnonzero(asked.expected == 0).tolist())  # nothing to read there anyway
-        return share
     firsts = _first_copies(messages)
     counts = np.zeros(len(slices), dtype=np.int64)
     for m, keep in zip(messages, firsts):

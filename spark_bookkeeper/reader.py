@@ -113,6 +113,11 @@ class FragmentMemberPartition(InputPartition):
         self.slice, self.ensemble, self.member, self.first, self.last = slice_, tuple(ensemble), member, first, last
         self.services, self.striped = services, striped
 
+    @property
+    def stride(self) -> int:
+        """Every ``stride``-th entry from ``member`` is this slice's (0: every entry of the range)."""
+        return len(self.ensemble) if self.striped and len(self.ensemble) > 1 else 0
+
     def __reduce__(self):  # a plain tuple, rebuilt without __init__: a packed partition ships thousands
         return _fragment_member_partition, (self.slice, self.ensemble, self.member, self.first, self.last,
                                             self.services, self.striped)
@@ -328,7 +333,7 @@ class BookKeeperReader(DataSourceReader):
         digest = DigestManager(sl.ledger, self.opts.password, md.digest_type)
         E, first = len(partition.ensemble), partition.first
         wanted = np.arange(first, partition.last + 1, dtype=np.int64)
-        stride = E if partition.striped and E > 1 else 0
+        stride = partition.stride
         if stride:
             wanted = wanted[wanted % E == partition.member]
         if not len(wanted):

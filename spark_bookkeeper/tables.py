@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+from bookie.util.chunks import chunks
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import ReadOptions
 
@@ -99,10 +100,7 @@ def id_partitions(store, scope: int | None, per_partition: int) -> list[LedgerId
     if per_partition < 1:
         raise ValueError(f"ledgers per partition must be at least 1 (got {per_partition})")
     listed = store.iterate_ledgers(scope)
-    out = []
-    while chunk := list(itertools.islice(listed, per_partition)):
-        out.append(LedgerIdsPartition(chunk))
-    return out or [LedgerIdsPartition(())]
+    return [LedgerIdsPartition(chunk) for chunk in chunks(listed, per_partition)] or [LedgerIdsPartition(())]
 
 
 def read_ledger_rows(store, table: str, partition: LedgerIdsPartition) -> Iterator[tuple]:

@@ -32,6 +32,13 @@ class Probe:
     done: Callable[[bool], None]  # called with the answer (no Future per probe: a check makes tens of thousands)
 
 
+def read_probe(client, ledger: LedgerId, entry_id: int, done: Callable[[bool], None], answered: bool = False) -> None:
+    """One probe as a read of its own: ``done(whether client's bookie returns entry_id)`` (any failure,
+    absence included: False); with ``answered``, ``done(whether it answers at all)``."""
+    pending = client.read_entry_async(ledger, entry_id)
+    pending.add_done_callback(lambda f: done(f.exception() is None and (answered or f.result().status == status.EOK)))
+
+
 class EntryProbes:
     def __init__(self, bk):
         self.bk = bk
@@ -49,9 +56,7 @@ class EntryProbes:
             done(False)
             return
         if not isinstance(client, BookieClient):
-            pending = client.read_entry_async(ledger, entry_id)
-            pending.add_done_callback(lambda f: done(f.exception() is None
-                                                     and (answered or f.result().status == status.EOK)))
+            read_probe(client, ledger, entry_id, done, answered)
             return
         with self._lock:
             queue = self._queues.setdefault(bookie, [])

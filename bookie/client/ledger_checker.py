@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bookie.client.distribution_schedule import stores
-from bookie.client.entry_probes import EntryProbes
+from bookie.client.entry_probes import EntryProbes, read_probe
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
-from bookie.proto import status
 
 
 @dataclass(frozen=True)
@@ -161,8 +160,8 @@ class LedgerChecker:
             probes.probe(bookie, ledger, entry_id, done, answered)
             return
         try:
-            pending = self.bk.bookie_client(bookie).read_entry_async(ledger, entry_id)
+            client = self.bk.bookie_client(bookie)
         except Exception:  # noqa: BLE001 - an unreachable bookie is a bad one, whatever the error
             done(False)
             return
-        pending.add_done_callback(lambda f: done(f.exception() is None and (answered or f.result().status == status.EOK)))
+        read_probe(client, ledger, entry_id, done, answered)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import re
-from itertools import islice
 from typing import Iterable, Iterator, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient
@@ -24,10 +23,10 @@ from kazoo.protocol.serialization import (GetData, ZnodeStat, int_struct, multih
                                           stat_struct)
 
 from bookie.meta.pipelined_reads import READ_WINDOW, pipelined
+from bookie.util.chunks import chunks
 
 log = logging.getLogger(__name__)
 Item = TypeVar("Item")
-T = TypeVar("T")
 
 MULTI_READ = 22  # ZooDefs.OpCode.multiRead
 ERROR = -1  # ZooDefs.OpCode.error: the op's own result is an error code
@@ -117,9 +116,3 @@ def read_many(zk: KazooClient, items: Iterable[tuple[Item, str]], batch: int = M
     for chunk, answers in pipelined(chunks(items, batch), send, receive, max(1, window // batch)):
         yield from zip((item for item, _ in chunk), answers)
 
-
-def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of ``size`` (the last may be shorter)."""
-    it = iter(items)
-    while chunk := list(islice(it, size)):
-        yield chunk

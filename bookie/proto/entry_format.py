@@ -199,38 +199,22 @@ def scan_ledgers(blob, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def _scan_ledger_frames(blob, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    view = memoryview(blob)
-    end = len(view)
-    scopes, lids, eids, offsets = [], [], [], []
-    offset = 0
-    while offset < end:
-        if offset + FRAME_LEN + V1_HEADER_LEN > end:
-            raise ValueError(f"frame at byte {offset} is cut short ({end - offset} bytes left)")
-        (size,) = FRAME.unpack_from(view, offset)
-        header = V2_HEADER_LEN if view[offset + FRAME_LEN] >= V2_FLAG else V1_HEADER_LEN
-        if size < header or size > max_entry_size or offset + FRAME_LEN + size > end:
-            raise ValueError(f"frame at byte {offset} has size {size} (allowed {header}..{max_entry_size}, "
-                             f"{end - offset - FRAME_LEN} bytes left)")
-        scope, lid, eid, _ = peek_ids(view, offset + FRAME_LEN)
-        if header == V2_HEADER_LEN and scope == 0:
-            raise ValueError(f"entry at byte {offset} has the V2 (BP-35) layout with scope 0: entries of "
-                             "scope-0 ledgers use the V1 layout")
-        scopes.append(scope)
-        lids.append(lid)
-        eids.append(eid)
-        offsets.append(offset)
-        offset += FRAME_LEN + size
+    scopes, lids, eids, _, offsets = _frames(blob, max_entry_size)
     return (np.array(scopes, dtype=np.int64), np.array(lids, dtype=np.int64), np.array(eids, dtype=np.int64),
             np.array(offsets, dtype=np.int64))
 
 
-def _scan_frames(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _frames(blob, max_entry_size: int) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    """(scopes, ledger ids, entry ids, LACs, frame offsets) of each framed entry, one at a time; ValueError
+    naming the first frame that is cut short, too large, not a V2 entry where it says it is, or of the V2
+    layout with scope 0."""
     view = memoryview(blob)
     end = len(view)
-    want_scope, want_lid = ledger
-    ids: list[int] = []
+    scopes: list[int] = []
+    lids: list[int] = []
+    eids: list[int] = []
+    lacs: list[int] = []
     offsets: list[int] = []
-    max_lac = -1
     offset = 0
     while offset < end:
         if offset + FRAME_LEN + V1_HEADER_LEN > end:
@@ -252,15 +236,26 @@ def _scan_frames(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarra
         if size < header or size > max_entry_size or offset + FRAME_LEN + size > end:
             raise ValueError(f"frame at byte {offset} has size {size} (allowed {header}..{max_entry_size}, "
                              f"{end - offset - FRAME_LEN} bytes left)")
-        if lid != want_lid or scope != want_scope:
-            raise ValueError(f"entry at byte {offset} belongs to ledger {LedgerId(scope, lid)}, not {ledger}")
-        if eid < 0:
-            raise ValueError(f"entry at byte {offset} has negative entry id {eid}")
-        ids.append(eid)
+        scopes.append(scope)
+        lids.append(lid)
+        eids.append(eid)
+        lacs.append(lac)
         offsets.append(offset)
-        if lac > max_lac:
-            max_lac = lac
         offset += FRAME_LEN + size
-    if not ids:
+    return scopes, lids, eids, lacs, offsets
+
+
+def _scan_frames(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``scan_batch`` of frames of any sizes: ``_frames``, then every entry must be the ledger's, with an id."""
+    scopes, lids, eids, lacs, offsets = _frames(blob, max_entry_size)
+    if not eids:
         raise ValueError("empty batch: no entries")
-    return np.array(ids, dtype=np.int64), np.array(offsets, dtype=np.int64), max_lac
+    ids = np.array(eids, dtype=np.int64)
+    bad = np.flatnonzero((np.array(lids, dtype=np.int64) != ledger.ledger_id)
+                         | (np.array(scopes, dtype=np.int64) != ledger.scope_id) | (ids < 0))
+    if len(bad):  # the first bad frame, named
+        k = int(bad[0])
+        if (scopes[k], lids[k]) != ledger:
+            raise ValueError(f"entry at byte {offsets[k]} belongs to ledger {LedgerId(scopes[k], lids[k])}, not {ledger}")
+        raise ValueError(f"entry at byte {offsets[k]} has negative entry id {eids[k]}")
+    return ids, np.array(offsets, dtype=np.int64), max(lacs)

@@ -287,9 +287,7 @@ class InterleavedLedgerStorage:
             try:
                 record = self.entry_logger.read_record(loc)
             except (EntryLogCorruptedException, OSError) as exc:
-                if self.entry_logger.was_removed(loc >> 32):
-                    raise _LogRemoved(loc >> 32) from None
-                raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: {exc}") from None
+                raise self._log_read_failure(loc >> 32, f"ledger {ledger} entry {entry_id}", exc) from None
             _check_ids(record, 0, ledger, entry_id, loc)
             parts.append(entry_format.FRAME.pack(len(record)) + record)
             count += 1
@@ -298,6 +296,13 @@ class InterleavedLedgerStorage:
                 return count, total, entry_id
         return count, total, last
 
+    def _log_read_failure(self, log_id: int, what: str, exc: Exception) -> Exception:
+        """What a failed read of entry log ``log_id`` raises: _LogRemoved when compaction removed the log since
+        the index was looked up (the caller looks it up again), else the entries are corrupt."""
+        if self.entry_logger.was_removed(log_id):
+            return _LogRemoved(log_id)
+        return EntryCorruptedException(f"{what}: {exc}")
+
     def _read_run(self, ledger: LedgerId, log_id: int, ids: np.ndarray, offs: np.ndarray, budget: int):
         """Read the records at ``offs`` of one log with one read; returns (framed parts, entries, bytes).
 
@@ -305,12 +310,12 @@ class InterleavedLedgerStorage:
         reaches ``budget`` bytes (always at least one entry).
         """
         try:
-            span = self.entry_logger.read_span(log_id, int(offs[0]) - entry_format.FRAME_LEN, int(offs[-1]) - entry_format.FRAME_LEN)
             last_record = self.entry_logger.read_record((log_id << 32) | int(offs[-1]))
+            if len(ids) > 1:
+                span = self.entry_logger.read_span(log_id, int(offs[0]) - entry_format.FRAME_LEN,
+                                                   int(offs[-1]) - entry_format.FRAME_LEN)
         except (EntryLogCorruptedException, OSError) as exc:
-            if self.entry_logger.was_removed(log_id):
-                raise _LogRemoved(log_id) from None
-            raise EntryCorruptedException(f"ledger {ledger} entries {ids[0]}..{ids[-1]}: {exc}") from None
+            raise self._log_read_failure(log_id, f"ledger {ledger} entries {ids[0]}..{ids[-1]}", exc) from None
         tail = entry_format.FRAME.pack(len(last_record)) + last_record
         if len(ids) == 1:
             _check_ids(last_record, 0, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))

@@ -9,7 +9,8 @@ from hypothesis import given, strategies as st
 from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.protocol.serialization import ZnodeStat, stat_struct
 
-from bookie.meta.multi_read import MULTI_READ, MultiRead, chunks, server_version
+from bookie.meta.multi_read import MULTI_READ, MultiRead, server_version
+from bookie.util.chunks import chunks
 
 STAT = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 
@@ -68,3 +69,8 @@ def test_chunks_keep_order_and_size(items, size):
     parts = list(chunks(items, size))
     assert [x for part in parts for x in part] == items
     assert all(len(part) == size for part in parts[:-1]) and all(parts)
+
+
+def test_chunks_refuse_a_size_below_one():
+    with pytest.raises(ValueError, match="at least 1"):
+        list(chunks([1], 0))
