@@ -11,7 +11,7 @@ Options (read):
     maxEntriesPerPartition  split big fragments (default 100000)
     maxBytesPerPartition, openCostInBytes   pack the slices one bookie serves into partitions of about
                         this many estimated bytes (default 128 MiB), each slice counting openCostInBytes
-                        more (default 512 KiB)
+                        more (default 8 KiB)
     recover             true: recover (fence and close) open ledgers first; default: read up to the LAC.
                         Refused for a streaming read of ledgers (a stream must not fence a live writer)
     table               ledgers | fragments | bookies | underreplicated: one row per ledger / fragment / bookie

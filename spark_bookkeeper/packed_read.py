@@ -52,7 +52,7 @@ class ShareRead:
 
 def slice_request(p) -> pb.ReadRangeRequest:
     """The range a slice (FragmentMemberPartition) reads from its member, as ReadEntries would ask for it."""
-    ledger = p.slice.ledger
+    ledger = p.ledger
     return pb.ReadRangeRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, firstEntryId=p.first,
                                lastEntryId=p.last, stride=p.stride, offset=p.member if p.stride else 0)
 
@@ -63,7 +63,7 @@ class _Asked:
     def __init__(self, slices):
         self.by_ledger: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
         for i, p in enumerate(slices):
-            self.by_ledger.setdefault(tuple(p.slice.ledger), []).append((i, p.first, p.last, p.stride, p.member))
+            self.by_ledger.setdefault(tuple(p.ledger), []).append((i, p.first, p.last, p.stride, p.member))
         self.expected = np.array([slice_entries(p) for p in slices], dtype=np.int64)
 
     def owners(self, scopes: np.ndarray, lids: np.ndarray, eids: np.ndarray) -> np.ndarray:
@@ -79,9 +79,14 @@ class _Asked:
 
 def slice_entries(p) -> int:
     """How many entries a slice (FragmentMemberPartition) reads from its bookie."""
-    if not p.stride:
-        return p.last - p.first + 1
-    return (p.last - p.member) // p.stride - (p.first - 1 - p.member) // p.stride
+    return entries_in(p.first, p.last, p.member, p.stride)
+
+
+def entries_in(first: int, last: int, member: int, stride: int) -> int:
+    """How many of ``first..last`` a slice reads: all (``stride`` 0), or those ``e % stride == member``."""
+    if not stride:
+        return last - first + 1
+    return (last - member) // stride - (first - 1 - member) // stride
 
 
 @dataclass
@@ -108,10 +113,9 @@ def _checked(blob: bytes, slices, asked: _Asked, password: bytes, max_entry_size
     # Slices of one digest type and entry layout are checked in one go (a mixed message: a group each).
     kinds = {}
     for i in np.unique(owner[good]).tolist():
-        md = slices[i].slice.metadata
-        kinds.setdefault((slices[i].slice.ledger.scope_id != 0, md.digest_type), []).append(i)
+        kinds.setdefault((slices[i].ledger.scope_id != 0, slices[i].digest_type), []).append(i)
     for (_, digest_type), members in kinds.items():
-        manager = DigestManager(slices[members[0]].slice.ledger, password, digest_type)
+        manager = DigestManager(slices[members[0]].ledger, password, digest_type)
         at = frames + entry_format.FRAME_LEN + manager.header_len + MAC_LENGTH[digest_type]
         ours = np.isin(owner, members)
         good[ours & (at > ends)] = False  # too short to hold its digest: bad, and not read past its end
@@ -153,8 +157,7 @@ def _rows(m: _Message, keep: np.ndarray, rows: Rows) -> pa.RecordBatch:
 
 def read_share(slices, clients, password: bytes, rows: Rows, max_entry_size: int = 1 << 30) -> ShareRead:
     """Ask the partition's bookie for every slice in one call and sort out what came (``ShareRead``)."""
-    first = slices[0]
-    bookie = first.ensemble[first.member]
+    bookie = slices[0].bookie
     client = clients.bookie_client(bookie)
     if not isinstance(client, BookieClient):
         return ShareRead()

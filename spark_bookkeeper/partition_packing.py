@@ -16,14 +16,13 @@ ties in plan order), so it is deterministic: the same plan gives the same partit
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Hashable, NamedTuple, Sequence
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):
     """What packing needs of a slice: the bookie that serves it, its estimated bytes, and a key that
-    pieces which must stay in separate partitions share (None: no such constraint)."""
+    pieces which must stay in separate partitions share (None: no such constraint). A tuple: a plan of
+    many small ledgers makes tens of thousands."""
 
     bookie: str
     bytes: int

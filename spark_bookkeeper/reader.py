@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from array import array
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -51,10 +53,11 @@ from bookie.meta.bookie_service_info import BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.metadata_store import Versioned
 from bookie.proto import status
-from bookie.proto.checksum import DigestManager
+from bookie.proto.checksum import DigestManager, DigestType
+from bookie.util.gc_pause import gc_paused
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
-from spark_bookkeeper.packed_read import Prefetched, ShareRead, read_share, slice_entries
+from spark_bookkeeper.packed_read import Prefetched, ShareRead, entries_in, read_share
 from spark_bookkeeper.partition_packing import Piece, pack
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LedgerSlice:
+    """What the plan reads of one ledger (driver side: the metadata stays there)."""
     ledger: LedgerId
     metadata: LedgerMetadata
     first: int
@@ -69,14 +73,11 @@ class LedgerSlice:
     log: str | None
     segment: int | None
 
-    def __reduce__(self):  # a plain tuple: a packed partition ships thousands
-        return LedgerSlice, (self.ledger, self.metadata, self.first, self.last, self.log, self.segment)
-
 
 class BookieTransports:
     """What each bookie offers (its registration's BookieServiceInfo, None if it is not registered),
     read on the driver once per planning and handed to the partitions that read from it. One dict per
-    ensemble, shared by its partitions: pickled once per task, however many small ledgers it reads."""
+    ensemble, shared by its partitions."""
 
     def __init__(self, bk):
         self.store = bk.store
@@ -95,56 +96,126 @@ class BookieTransports:
 
 @dataclass
 class FragmentMemberPartition(InputPartition):
-    """Entries ``first..last`` of one fragment read from ``ensemble[member]``: all of them (``striped``
-    false: WQ == E) or those it is first in the write set for (``e % E == member``); ``services``: the
-    ensemble's registrations, so the executor picks each bookie's transport."""
+    """Entries ``first..last`` of one fragment of ``ledger`` read from ``ensemble[member]``: all of them
+    (``striped`` false: WQ == E) or those it is first in the write set for (``e % E == member``). It carries
+    what a task needs of the ledger's metadata (the fragment's ensemble, ``write_quorum``, ``digest_type``)
+    and no more; ``services``: the registrations of (at least) the ensemble's bookies, so the executor
+    picks each bookie's transport; ``log`` and ``segment``: the log segment it is, for a log read."""
 
-    slice: LedgerSlice
+    ledger: LedgerId
     ensemble: tuple[str, ...]
     member: int
     first: int
     last: int
+    write_quorum: int
+    digest_type: DigestType
     services: dict[str, BookieServiceInfo | None]
     striped: bool
+    log: str | None
+    segment: int | None
 
-    def __init__(self, slice_: LedgerSlice, ensemble, member: int, first: int, last: int, *,
-                 services: dict[str, BookieServiceInfo | None], striped: bool = True):
+    def __init__(self, ledger: LedgerId, ensemble, member: int, first: int, last: int, *, write_quorum: int,
+                 digest_type: DigestType, services: dict[str, BookieServiceInfo | None], striped: bool = True,
+                 log: str | None = None, segment: int | None = None):
         super().__init__(None)
-        self.slice, self.ensemble, self.member, self.first, self.last = slice_, tuple(ensemble), member, first, last
-        self.services, self.striped = services, striped
-
-    @property
-    def stride(self) -> int:
-        """Every ``stride``-th entry from ``member`` is this slice's (0: every entry of the range)."""
-        return len(self.ensemble) if self.striped and len(self.ensemble) > 1 else 0
-
-    def __reduce__(self):  # a plain tuple, rebuilt without __init__: a packed partition ships thousands
-        return _fragment_member_partition, (self.slice, self.ensemble, self.member, self.first, self.last,
-                                            self.services, self.striped)
-
-
-def _fragment_member_partition(slice_, ensemble, member, first, last, services, striped) -> FragmentMemberPartition:
-    p = object.__new__(FragmentMemberPartition)
-    p.__dict__.update(value=None, slice=slice_, ensemble=ensemble, member=member, first=first, last=last,
-                      services=services, striped=striped)
-    return p
-
-
-@dataclass
-class PackedPartition(InputPartition):
-    """Slices (each a FragmentMemberPartition, read and read around exactly as on its own) that one
-    bookie serves, read in turn by one task over one set of connections."""
-
-    slices: tuple[FragmentMemberPartition, ...]
-
-    def __init__(self, slices):
-        super().__init__(None)
-        self.slices = tuple(slices)
+        self.ledger, self.ensemble, self.member, self.first, self.last = ledger, tuple(ensemble), member, first, last
+        self.write_quorum, self.digest_type, self.services, self.striped = write_quorum, digest_type, services, striped
+        self.log, self.segment = log, segment
+        self.stride = _stride(self.ensemble, striped)
 
     @property
     def bookie(self) -> str:
-        first = self.slices[0]
-        return first.ensemble[first.member]
+        return self.ensemble[self.member]
+
+    def __reduce__(self):  # a plain tuple, rebuilt without __init__
+        return _fragment_member_partition, (self.ledger, self.ensemble, self.member, self.first, self.last,
+                                            self.write_quorum, self.digest_type, self.services, self.striped,
+                                            self.log, self.segment)
+
+
+def _stride(ensemble: tuple[str, ...], striped: bool) -> int:
+    """Every ``stride``-th entry from ``member`` is a slice's (0: every entry of its range)."""
+    return len(ensemble) if striped and len(ensemble) > 1 else 0
+
+
+def _fragment_member_partition(ledger, ensemble, member, first, last, write_quorum, digest_type, services, striped,
+                               log_name, segment) -> FragmentMemberPartition:
+    """A FragmentMemberPartition without ``__init__`` (a plan or a packed partition makes thousands)."""
+    p = object.__new__(FragmentMemberPartition)
+    p.__dict__ = {"value": None, "ledger": ledger, "ensemble": ensemble, "member": member, "first": first, "last": last,
+                  "write_quorum": write_quorum, "digest_type": digest_type, "services": services, "striped": striped,
+                  "log": log_name, "segment": segment, "stride": _stride(ensemble, striped)}
+    return p
+
+
+# What a packed partition holds of each slice, as plain tuples (a plan of many small ledgers makes tens of
+# thousands, and objects cost the planner and every task far more than tuples and arrays):
+# a kind, shared by many slices: (ensemble, write quorum, digest type, striped, log, the ensemble's services);
+# a row per slice: (kind index, scope id, ledger id, first, last, member, segment or -1).
+SliceKind = tuple
+SliceRow = tuple
+_ROW = 7
+
+
+class PackedPartition(InputPartition):
+    """Slices (each read and read around exactly as a FragmentMemberPartition on its own) that one bookie
+    serves, read in turn by one task over one set of connections. Held as rows over shared kinds (``kinds``
+    may hold more than the rows use: the plan's, shared by its partitions), and sent to the task as one
+    array of numbers and the kinds its rows use (``__reduce__``); the task makes its ``slices``."""
+
+    def __init__(self, kinds: list[SliceKind], rows: list[SliceRow]):
+        super().__init__(None)
+        self.kinds, self.rows = kinds, rows
+
+    @classmethod
+    def of(cls, slices) -> "PackedPartition":
+        """The packed partition of these FragmentMemberPartitions."""
+        index: dict[tuple, int] = {}
+        kinds, rows = [], []
+        for p in slices:
+            key = (p.ensemble, p.write_quorum, p.digest_type, p.striped, p.log)
+            if key not in index:
+                index[key] = len(kinds)
+                kinds.append(key + (p.services,))
+            rows.append((index[key], p.ledger.scope_id, p.ledger.ledger_id, p.first, p.last, p.member,
+                         -1 if p.segment is None else p.segment))
+        return cls(kinds, rows)
+
+    @cached_property
+    def slices(self) -> tuple[FragmentMemberPartition, ...]:
+        kinds = self.kinds
+        with gc_paused():  # thousands of slices
+            return tuple(_fragment_member_partition(LedgerId(scope, lid), kinds[k][0], member, first, last, kinds[k][1],
+                                                    kinds[k][2], kinds[k][5], kinds[k][3], kinds[k][4],
+                                                    None if segment < 0 else segment)
+                         for k, scope, lid, first, last, member, segment in self.rows)
+
+    @property
+    def bookie(self) -> str:
+        row = self.rows[0]
+        return self.kinds[row[0]][0][row[5]]
+
+    def __repr__(self) -> str:
+        return f"PackedPartition({len(self.rows)} slices from {self.bookie})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PackedPartition) and self.slices == other.slices
+
+    def __reduce__(self):
+        used: dict[int, int] = {}  # the plan's kind -> this partition's
+        numbers = []
+        for row in self.rows:
+            k = used.get(row[0])
+            if k is None:
+                k = used[row[0]] = len(used)
+            numbers.append(k)
+            numbers += row[1:]
+        return _packed_partition, ([self.kinds[k] for k in used], array("q", numbers))
+
+
+def _packed_partition(kinds: list[SliceKind], numbers: array) -> PackedPartition:
+    flat = numbers.tolist()
+    return PackedPartition(kinds, list(zip(*[iter(flat)] * _ROW)))
 
 
 DEFAULT_ENTRY_BYTES = 1024  # per entry of an open ledger, when no closed ledger of the read tells better
@@ -163,40 +234,57 @@ def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", o
     """The partitions of a read of ``slices``: planned per (ledger, fragment, member), then packed by bytes
     per serving bookie (pieces of one fragment stay apart: they were cut to be read in parallel)."""
     per_entry = entry_bytes(slices)
-    parts, pieces = [], []
+    index: dict[tuple, int] = {}
+    kinds: list[SliceKind] = []
+    rows, pieces = [], []
     for n, sl in enumerate(slices):
-        for p in slice_partitions(sl, transports, opts.max_entries_per_partition):
-            parts.append(p)
-            pieces.append(Piece(p.ensemble[p.member], int(slice_entries(p) * per_entry[sl.ledger]), (n, p.ensemble)))
-    return [PackedPartition([parts[i] for i in group])
+        md, ledger, size = sl.metadata, sl.ledger, per_entry[sl.ledger]
+        segment = -1 if sl.segment is None else sl.segment
+        for ensemble, striped, member, lo, hi in slice_shares(sl, opts.max_entries_per_partition):
+            key = (ensemble, md.write_quorum_size, md.digest_type, striped, sl.log)
+            k = index.get(key)
+            if k is None:
+                k = index[key] = len(kinds)
+                kinds.append(key + (transports.of(ensemble),))
+            rows.append((k, ledger.scope_id, ledger.ledger_id, lo, hi, member, segment))
+            entries = entries_in(lo, hi, member, _stride(ensemble, striped))
+            pieces.append(Piece(ensemble[member], int(entries * size), (n, ensemble)))
+    return [PackedPartition(kinds, [rows[i] for i in group])
             for group in pack(pieces, opts.max_bytes_per_partition, opts.open_cost_in_bytes)]
 
 
 def plan(opts: ReadOptions) -> list[PackedPartition]:
     """The partitions of a read (driver side)."""
     transports = BookieTransports(connections.driver_client(opts.uri, opts.zk_connect_timeout))
-    return pack_partitions(resolve_slices(opts), transports, opts)
+    with gc_paused():  # metadata and slices by the ten thousand, none of them garbage: bookie/util/gc_pause.py
+        return pack_partitions(resolve_slices(opts), transports, opts)
 
 
-def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partition: int) -> list[FragmentMemberPartition]:
-    """The partitions of one ledger slice: each fragment shared among its ensemble's bookies, at most
-    ``per_partition`` entries of it per partition."""
-    partitions = []
-    for f_first, f_last, ensemble in sl.metadata.fragments():
+def slice_shares(sl: LedgerSlice, per_partition: int) -> list[tuple[tuple[str, ...], bool, int, int, int]]:
+    """(ensemble, striped, member, first, last) of each partition of one ledger slice: each fragment shared
+    among its ensemble's bookies, at most ``per_partition`` entries of it per partition."""
+    shares = []
+    md = sl.metadata
+    for f_first, f_last, ensemble in md.fragments():
         f_last = sl.last if f_last < 0 else f_last
         a, b = max(sl.first, f_first), min(sl.last, f_last)
         if a > b:
             continue
-        services = transports.of(ensemble)
-        if sl.metadata.write_quorum_size == len(ensemble):
-            partitions += [FragmentMemberPartition(sl, ensemble, member, lo, hi, services=services, striped=False)
-                           for member, lo, hi in contiguous_shares(a, b, len(ensemble), per_partition)]
+        if md.write_quorum_size != len(ensemble):
+            shares += [(ensemble, True, member, lo, min(b, lo + per_partition - 1)) for member in range(len(ensemble))
+                       for lo in range(a, b + 1, per_partition)]
         else:
-            for member in range(len(ensemble)):
-                for lo in range(a, b + 1, per_partition):
-                    partitions.append(FragmentMemberPartition(sl, ensemble, member, lo, min(b, lo + per_partition - 1),
-                                                              services=services))
-    return partitions
+            shares += [(ensemble, False, member, lo, hi)
+                       for member, lo, hi in contiguous_shares(a, b, len(ensemble), per_partition)]
+    return shares
+
+
+def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partition: int) -> list[FragmentMemberPartition]:
+    """The partitions of one ledger slice (``slice_shares``) on their own."""
+    md = sl.metadata
+    return [_fragment_member_partition(sl.ledger, ensemble, member, lo, hi, md.write_quorum_size, md.digest_type,
+                                       transports.of(ensemble), striped, sl.log, sl.segment)
+            for ensemble, striped, member, lo, hi in slice_shares(sl, per_partition)]
 
 
 BALANCE_ROUNDS = 4
@@ -264,8 +352,9 @@ def check_selection(opts: ReadOptions) -> None:
     """Fail now, naming it, if the cluster, a log, a ledger, the password or the digest is wrong. The plan
     (at execution) reads the metadata again: ledgers may change between load() and the action."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
-    for _ in checked_metadata(bk, opts, _targets(bk, opts)):
-        pass
+    with gc_paused():
+        for _ in checked_metadata(bk, opts, _targets(bk, opts)):
+            pass
 
 
 def readable_end(bk, opts: ReadOptions, ledger: LedgerId, versioned: Versioned[LedgerMetadata]
@@ -314,83 +403,81 @@ class BookKeeperReader(DataSourceReader):
         serve whole reads what is missing."""
         share = ShareRead()
         if len(slices) > 1:
-            segments = np.array([p.slice.segment or 0 for p in slices], dtype=np.int32)
-            share = read_share(slices, clients, self.opts.password,
-                               lambda lids, ids, offsets, data, owner: self._rows(lids, ids, offsets, data,
-                                                                                  segments[owner]),
-                               clients.conf.nettyMaxFrameSizeBytes)
+            segments = np.array([p.segment or 0 for p in slices], dtype=np.int32)
+            with gc_paused():  # a request and a record per slice, by the thousand
+                share = read_share(slices, clients, self.opts.password,
+                                   lambda lids, ids, offsets, data, owner: self._rows(lids, ids, offsets, data,
+                                                                                      segments[owner]),
+                                   clients.conf.nettyMaxFrameSizeBytes)
             yield from share.batches
         for i, p in enumerate(slices):
             if i not in share.complete:
                 yield from self._read_slice(p, clients, share.partial.get(i), i < share.covered)
 
-    def _read_slice(self, partition: FragmentMemberPartition, clients, ahead: Prefetched | None = None,
+    def _read_slice(self, p: FragmentMemberPartition, clients, ahead: Prefetched | None = None,
                     member_answered: bool = False):
         """The slice's entries: ``ahead`` (what its bookie sent in the partition's one call), then what is missing,
         from the bookies of its write set in turn (not the member again if it ``member_answered`` that call)."""
-        sl = partition.slice
-        md = sl.metadata
-        digest = DigestManager(sl.ledger, self.opts.password, md.digest_type)
-        E, first = len(partition.ensemble), partition.first
-        wanted = np.arange(first, partition.last + 1, dtype=np.int64)
-        stride = partition.stride
+        digest = DigestManager(p.ledger, self.opts.password, p.digest_type)
+        E, first = len(p.ensemble), p.first
+        wanted = np.arange(first, p.last + 1, dtype=np.int64)
+        stride = p.stride
         if stride:
-            wanted = wanted[wanted % E == partition.member]
+            wanted = wanted[wanted % E == p.member]
         if not len(wanted):
             return
-        seen = np.zeros(partition.last - first + 1, dtype=bool)
+        seen = np.zeros(p.last - first + 1, dtype=bool)
         if ahead is not None and ahead.batch is not None:
             seen[ahead.ids - first] = True
             yield ahead.batch
         # Every entry here has the same write set (striped: e % E == member; WQ == E: the ensemble): what
         # the member could not serve is range-read the same way from the next bookie of it, and so on.
-        for index in write_set(partition.member, E, md.write_quorum_size):
+        for index in write_set(p.member, E, p.write_quorum):
             todo = wanted[~seen[wanted - first]]
             if not len(todo):
                 return
-            if member_answered and index == partition.member:
+            if member_answered and index == p.member:
                 continue
-            bookie = partition.ensemble[index]
-            for ids, offsets, data in self._range(clients, sl, digest, bookie, int(todo[0]), int(todo[-1]), stride,
-                                                  partition.member):
+            for ids, offsets, data in self._range(clients, p.ledger, digest, p.ensemble[index], int(todo[0]),
+                                                  int(todo[-1]), stride, p.member):
                 fresh = ~seen[ids - first]
                 seen[ids - first] = True
-                batch = self._batch(sl, ids, offsets, data)
+                batch = self._batch(p, ids, offsets, data)
                 yield batch if fresh.all() else batch.filter(pa.array(fresh))
         missing = wanted[~seen[wanted - first]].tolist()
         if missing:  # on no replica in one piece: entry by entry, which tells "no such entry" from failure
-            reader = LedgerReader(clients, sl.ledger, digest)
-            payloads = [reader.read_entry(md, e) for e in missing]
+            reader = LedgerReader(clients, p.ledger, digest)
+            payloads = [reader.read_verified_in(p.ensemble, p.write_quorum, e)[1].tobytes() for e in missing]
             offsets = np.zeros(len(missing) + 1, dtype=np.int32)
-            np.cumsum([len(p) for p in payloads], out=offsets[1:])
-            yield self._batch(sl, np.array(missing, dtype=np.int64), offsets, b"".join(payloads))
+            np.cumsum([len(payload) for payload in payloads], out=offsets[1:])
+            yield self._batch(p, np.array(missing, dtype=np.int64), offsets, b"".join(payloads))
 
     @staticmethod
-    def _range(clients, sl: LedgerSlice, digest: DigestManager, bookie: str, first: int, last: int, stride: int,
+    def _range(clients, ledger: LedgerId, digest: DigestManager, bookie: str, first: int, last: int, stride: int,
                member: int):
         """(ids, payload offsets, payload bytes) of the verified entries of ``[first, last]`` (those with
         ``e % stride == member`` if ``stride``) that ``bookie`` sends; stops, warning, where it fails."""
         try:
             for message in clients.bookie_client(bookie).read_entries(
-                    sl.ledger, first, last, clients.conf.readBatchBytes, stride, member):
+                    ledger, first, last, clients.conf.readBatchBytes, stride, member):
                 if message.status != status.EOK:
-                    log.warning("ledger %s entries %d..%d from %s: %s; trying other replicas", sl.ledger, first,
+                    log.warning("ledger %s entries %d..%d from %s: %s; trying other replicas", ledger, first,
                                 last, bookie, status.name_of(message.status))
                     return
                 ids, offsets, data, bad = digest.verify_columns(message.entries)
                 if bad:
                     log.warning("ledger %s entries %s from %s failed their digest check; trying other replicas",
-                                sl.ledger, bad[:10], bookie)
+                                ledger, bad[:10], bookie)
                 if len(ids):
                     yield ids, offsets, data
         except Exception as exc:  # a bookie that cannot serve: its entries come from the other replicas
-            log.warning("ledger %s entries %d..%d: bookie %s failed (%s); trying other replicas", sl.ledger, first,
+            log.warning("ledger %s entries %d..%d: bookie %s failed (%s); trying other replicas", ledger, first,
                         last, bookie, exc)
 
-    def _batch(self, sl: LedgerSlice, ids: np.ndarray, offsets: np.ndarray, data: bytes) -> pa.RecordBatch:
+    def _batch(self, p: FragmentMemberPartition, ids: np.ndarray, offsets: np.ndarray, data: bytes) -> pa.RecordBatch:
         n = len(ids)
-        return self._rows(np.full(n, sl.ledger.ledger_id, dtype=np.int64), ids, offsets, data,
-                          np.full(n, sl.segment or 0, dtype=np.int32))
+        return self._rows(np.full(n, p.ledger.ledger_id, dtype=np.int64), ids, offsets, data,
+                          np.full(n, p.segment or 0, dtype=np.int32))
 
     def _rows(self, lids: np.ndarray, ids: np.ndarray, offsets: np.ndarray, data: bytes,
               segments: np.ndarray) -> pa.RecordBatch:

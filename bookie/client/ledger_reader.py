@@ -116,9 +116,12 @@ class LedgerReader:
 
     def read_verified(self, metadata: LedgerMetadata, entry_id: int, skip: tuple[str, ...] = ()):
         """(header, payload view) of one entry, verified, from the first replica that has a good copy."""
-        ensemble = metadata.ensemble_at(entry_id)
-        order = [ensemble[i] for i in self._in_read_order(write_set(entry_id, len(ensemble), metadata.write_quorum_size),
-                                                          ensemble)]
+        return self.read_verified_in(metadata.ensemble_at(entry_id), metadata.write_quorum_size, entry_id, skip)
+
+    def read_verified_in(self, ensemble, write_quorum: int, entry_id: int, skip: tuple[str, ...] = ()):
+        """``read_verified`` of an entry of a fragment written to ``ensemble`` with ``write_quorum`` (what a
+        Spark task knows of its slices, which carry no metadata)."""
+        order = [ensemble[i] for i in self._in_read_order(write_set(entry_id, len(ensemble), write_quorum), ensemble)]
         order = [b for b in order if b not in skip] + [b for b in order if b in skip]
         return self._read_from(order, entry_id)
 

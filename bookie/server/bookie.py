@@ -362,6 +362,10 @@ class Bookie:
         """``read_entries`` with the blob left in pieces, for the service to copy into its message."""
         return self.storage.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
 
+    def read_few_ranges(self, ranges) -> list[list[bytes] | None]:
+        """Framed entries of many ranges of a few ids each (LedgerStorage.read_few_ranges)."""
+        return self.storage.read_few_ranges(ranges)
+
     def last_add_confirmed(self, ledger: LedgerId) -> int:
         return self.storage.require(ledger).lac
 

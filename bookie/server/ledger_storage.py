@@ -232,6 +232,41 @@ class InterleavedLedgerStorage:
             lo = _first_wanted(max(hi + 1, page_no * per), step, offset)
         return parts, count, last  # nothing is stored past the bookie's last entry
 
+    def read_few_ranges(self, ranges) -> list[list[bytes] | None]:
+        """The framed entries of each of ``ranges`` ((ledger, first, last, stride, offset) each) that asks for
+        at most SCALAR_WINDOW ids (a small ledger's share): all located first, then read in the order they
+        lie in the entry logs, a record per read. None for a range that asks for more, or whose read failed
+        (``read_framed_parts`` reads it, and says why); an unknown ledger gives no entries. For a call of
+        many small ledgers: the same frames as ``read_framed_parts``, at about half its cost per range."""
+        out: list[list[bytes] | None] = [[] for _ in ranges]
+        found = []  # (location, range index, entry id)
+        with self.lock:
+            for i, (ledger, first, last, stride, offset) in enumerate(ranges):
+                state = self._ledgers.get(ledger) or self.descriptor(ledger)
+                if state is None:
+                    continue
+                step = max(stride, 1)
+                lo, hi = _first_wanted(first, step, offset), min(last, state.last_entry_id)
+                if (hi - lo) // step >= SCALAR_WINDOW:
+                    out[i] = None
+                    continue
+                for entry_id in range(lo, hi + 1, step):
+                    loc = self.cache.get(ledger, entry_id)
+                    if loc:
+                        found.append((loc, i, entry_id))
+        found.sort()
+        for loc, i, entry_id in found:
+            if out[i] is None:
+                continue
+            try:
+                framed = self.entry_logger.read_framed(loc)
+                _check_ids(framed, entry_format.FRAME_LEN, ranges[i][0], entry_id, loc)
+            except (EntryLogCorruptedException, EntryCorruptedException, OSError):
+                out[i] = None  # read again alone: a log compaction removed meanwhile, or corruption, told apart there
+                continue
+            out[i].append((entry_id, framed))
+        return [None if got is None else [framed for _, framed in sorted(got)] for got in out]
+
     def _read_window(self, ledger: LedgerId, first: int, last: int, budget: int, step: int,
                      parts: list) -> tuple[int, int, int]:
         """``_read_window_once``, looked up again when compaction removed a log it had located entries in
@@ -247,10 +282,12 @@ class InterleavedLedgerStorage:
                           parts: list) -> tuple[int, int, int]:
         """Append the framed entries stored at ids ``first, first + step, ...`` up to ``last`` (up to
         ``budget`` bytes) to ``parts``; returns (entries, bytes, last entry id covered)."""
+        if (last - first) // step < SCALAR_WINDOW:  # a few ids: looked up one by one, no array
+            with self.lock:
+                few = [self.cache.get(ledger, entry_id) for entry_id in range(first, last + 1, step)]
+            return self._read_few(ledger, few, first, last, budget, step, parts)
         with self.lock:
             locs = self.cache.get_strided(ledger, first, last, step)
-        if len(locs) <= SCALAR_WINDOW:
-            return self._read_few(ledger, locs.tolist(), first, last, budget, step, parts)
         present = np.flatnonzero(locs)
         if not len(present):
             return 0, 0, last
@@ -285,13 +322,13 @@ class InterleavedLedgerStorage:
                 continue
             entry_id = first + k * step
             try:
-                record = self.entry_logger.read_record(loc)
+                framed = self.entry_logger.read_framed(loc)
             except (EntryLogCorruptedException, OSError) as exc:
                 raise self._log_read_failure(loc >> 32, f"ledger {ledger} entry {entry_id}", exc) from None
-            _check_ids(record, 0, ledger, entry_id, loc)
-            parts.append(entry_format.FRAME.pack(len(record)) + record)
+            _check_ids(framed, entry_format.FRAME_LEN, ledger, entry_id, loc)
+            parts.append(framed)
             count += 1
-            total += len(parts[-1])
+            total += len(framed)
             if total >= budget:
                 return count, total, entry_id
         return count, total, last
@@ -310,15 +347,14 @@ class InterleavedLedgerStorage:
         reaches ``budget`` bytes (always at least one entry).
         """
         try:
-            last_record = self.entry_logger.read_record((log_id << 32) | int(offs[-1]))
+            tail = self.entry_logger.read_framed((log_id << 32) | int(offs[-1]))
             if len(ids) > 1:
                 span = self.entry_logger.read_span(log_id, int(offs[0]) - entry_format.FRAME_LEN,
                                                    int(offs[-1]) - entry_format.FRAME_LEN)
         except (EntryLogCorruptedException, OSError) as exc:
             raise self._log_read_failure(log_id, f"ledger {ledger} entries {ids[0]}..{ids[-1]}", exc) from None
-        tail = entry_format.FRAME.pack(len(last_record)) + last_record
         if len(ids) == 1:
-            _check_ids(last_record, 0, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
+            _check_ids(tail, entry_format.FRAME_LEN, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
             return [tail], 1, len(tail)
         rel = offs[:-1] - (int(offs[0]) - entry_format.FRAME_LEN)  # where each record (after its size) starts in span
         data = np.frombuffer(span, dtype=np.uint8)
@@ -334,7 +370,7 @@ class InterleavedLedgerStorage:
         if len(wrong):
             k = int(wrong[0])
             _check_ids(span, int(rel[k]), ledger, int(ids[k]), (log_id << 32) | int(offs[k]))
-        _check_ids(last_record, 0, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
+        _check_ids(tail, entry_format.FRAME_LEN, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
         used = np.cumsum(sizes + entry_format.FRAME_LEN)
         cut = int(np.searchsorted(used, budget)) + 1  # entries up to the one that reaches the budget
         if cut < len(ids):

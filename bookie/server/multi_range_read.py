@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from bookie.exceptions import BadRequestException
 from bookie.ledger_id import LedgerId
@@ -25,8 +26,7 @@ log = logging.getLogger(__name__)
 MAX_RANGES_PER_CALL = 1 << 20  # bounds the work one request can ask for (a request is at most a few MiB anyway)
 
 
-@dataclass(frozen=True)
-class Range:
+class Range(NamedTuple):  # a tuple: a call of many small ledgers asks for tens of thousands
     ledger: LedgerId
     first: int
     last: int
@@ -77,13 +77,27 @@ def checked_ranges(request: pb.ReadRangesRequest) -> list[Range]:
     return out
 
 
+FEW_BATCH = 1024  # ranges located and read together (read_few_ranges); at most these are read again in the next message
+
+
 def next_message(bookie: Bookie, ranges: list[Range], cursor: Cursor, budget: int) -> bytes:
     """The next serialized ReadRangesResponse from ``cursor`` on (which it advances), about ``budget`` bytes
-    of entries; the last message is the one whose ``rangesCovered`` is ``len(ranges)``."""
+    of entries; the last message is the one whose ``rangesCovered`` is ``len(ranges)``. Ranges of a few ids
+    (small ledgers) are read FEW_BATCH at a time (``Bookie.read_few_ranges``), the others one by one."""
     parts: list = []
     count = total = 0
+    few: list[list[bytes] | None] = []  # what read_few_ranges gave for ranges[cursor.index:]
     while cursor.index < len(ranges) and total < budget:
         r = ranges[cursor.index]
+        if cursor.entry is None and not few:
+            few = bookie.read_few_ranges(ranges[cursor.index: cursor.index + FEW_BATCH])[::-1]
+        got = few.pop() if cursor.entry is None else None
+        if got is not None:
+            parts += got
+            count += len(got)
+            total += sum(len(p) for p in got)
+            cursor.index += 1
+            continue
         first = r.first if cursor.entry is None else cursor.entry
         try:
             got, n, covered = bookie.read_entries_parts(r.ledger, first, r.last, budget - total, r.stride, r.offset)
@@ -99,5 +113,6 @@ def next_message(bookie: Bookie, ranges: list[Range], cursor: Cursor, budget: in
             cursor.index, cursor.entry = cursor.index + 1, None
         else:
             cursor.entry = covered + 1
+            few = []  # those after it are read again once it is done
     return pb.ReadRangesResponse(status=status.EOK, entries=b"".join(parts), entryCount=count,
                                  rangesCovered=cursor.index).SerializeToString()

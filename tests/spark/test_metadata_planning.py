@@ -81,7 +81,7 @@ def test_a_plan_reads_each_ledgers_metadata_once_and_asks_no_bookie_of_a_closed_
     asked = []
     monkeypatch.setattr(bk, "bookie_client", lambda bookie, *a, **k: asked.append(bookie))
     parts = reader.plan(opts)
-    assert sorted({s.slice.ledger for p in parts for s in p.slices}) == sorted(closed)
+    assert sorted({s.ledger for p in parts for s in p.slices}) == sorted(closed)
     assert [zk.of(bk.store, ledger) for ledger in closed] == [1] * len(closed)
     # Besides: the listing of the scope's tree (a few levels) and each bookie's registration.
     listings = sum(1 for name, _ in zk.paths if name == "get_children_async")

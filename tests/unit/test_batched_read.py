@@ -13,7 +13,7 @@ from bookie.exceptions import BKBookieHandleNotAvailableException
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import entry_format, status
-from bookie.proto.checksum import DigestManager
+from bookie.proto.checksum import DigestManager, DigestType
 from spark_bookkeeper.reader import (BALANCE_ROUNDS, MIN_SHARE_ENTRIES, LedgerSlice, contiguous_shares,
                                      slice_partitions)
 
@@ -152,7 +152,7 @@ def test_slice_partitions_are_contiguous_where_wq_equals_e_and_striped_otherwise
     transports = SimpleNamespace(of=lambda ensemble: {b: None for b in ensemble})
 
     def plan(wq):
-        md = SimpleNamespace(write_quorum_size=wq, fragments=lambda: [(0, 99, ensembles[0][1]), (100, -1, ensembles[1][1])])
+        md = SimpleNamespace(write_quorum_size=wq, digest_type=DigestType.CRC32C, fragments=lambda: [(0, 99, ensembles[0][1]), (100, -1, ensembles[1][1])])
         return [(p.member, p.first, p.last, p.striped, p.ensemble[p.member])
                 for p in slice_partitions(LedgerSlice(LEDGER, md, 50, 159, None, None), transports, 1000)]
 

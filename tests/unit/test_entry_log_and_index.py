@@ -118,3 +118,72 @@ def test_entry_log_cut_short_is_corrupt(make_bookie):
     with pytest.raises(EntryCorruptedException):
         bookie.read_entry(ledger, 3)
     assert os.path.getsize(path) > LOG_HEADER_SIZE
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_records_around_the_read_ahead_come_whole_from_the_buffer_and_the_file(make_bookie, checkpointed):
+    """An entry log record is read with its size and RECORD_READ_AHEAD bytes in one read, and the rest of a
+    bigger one after: every size around that boundary reads back whole, from the write buffer or the file,
+    the last record of the log too (a read ahead past the end of what is written)."""
+    from bookie.server.entry_logger import RECORD_READ_AHEAD
+    ledger = LedgerId(0, 12)
+    bookie = make_bookie()
+    header = 32 + 4  # v1 header and crc32c digest: the record is the payload and these
+    sizes = [1, RECORD_READ_AHEAD - header - 1, RECORD_READ_AHEAD - header, RECORD_READ_AHEAD - header + 1,
+             3 * RECORD_READ_AHEAD, 5]
+    payloads = [write(bookie, ledger, eid, 1, size=size)[0] for eid, size in enumerate(sizes)]
+    if checkpointed:
+        bookie.checkpoint()
+    digest = DigestManager(ledger, PASSWORD)
+    for eid, payload in enumerate(payloads):
+        assert digest.verify(bookie.read_entry(ledger, eid), eid)[1].tobytes() == payload
+    frames = list(entry_format.iter_frames(b"".join(bookie.storage.read_framed_parts(ledger, 0, 5, 1 << 20)[0])))
+    assert [digest.verify(f)[1].tobytes() for f in frames] == payloads
+
+
+def test_a_big_record_cut_short_after_the_read_ahead_is_corrupt(make_bookie):
+    from bookie.server.entry_logger import RECORD_READ_AHEAD
+    ledger = LedgerId(0, 13)
+    bookie = make_bookie()
+    write(bookie, ledger, 0, 1, size=3 * RECORD_READ_AHEAD)
+    bookie.checkpoint()
+    loc = bookie.storage.cache.get(ledger, 0)
+    path, offset = log_path(bookie.ledger_dirs[0], loc >> 32), loc & 0xFFFFFFFF
+    bookie.shutdown()
+    with open(path, "r+b") as f:
+        f.truncate(offset + 2 * RECORD_READ_AHEAD)  # the read ahead whole, the rest of the record not
+    bookie = make_bookie()
+    with pytest.raises(EntryCorruptedException, match="cut short"):
+        bookie.read_entry(ledger, 0)
+
+
+def test_few_ranges_read_together_give_what_each_read_alone_gives(make_bookie):
+    """LedgerStorage.read_few_ranges (a call of many small ledgers): the frames ``read_framed_parts`` reads
+    for each range of at most SCALAR_WINDOW wanted ids, nothing for an unknown ledger, None for a longer
+    range and for one whose record is corrupt (read alone, that one says why)."""
+    from bookie.server.ledger_storage import SCALAR_WINDOW
+    bookie = make_bookie()
+    ledgers = [LedgerId(0, 20 + n) for n in range(6)]
+    for n, ledger in enumerate(ledgers):  # interleaved in the entry log, as concurrent writers leave them
+        write(bookie, ledger, 0, 3 + n)
+    for n, ledger in enumerate(ledgers):
+        write(bookie, ledger, 3 + n, 2)
+    # ledger n holds entries 0..4+n; (range, whether it asks for at most SCALAR_WINDOW of them)
+    cases = [((ledgers[0], 0, 4, 0, 0), False), ((ledgers[1], 0, 9, 3, 1), True), ((ledgers[2], 2, 5, 0, 0), True),
+             ((ledgers[5], 0, 20, 0, 0), False), ((ledgers[3], 1, 1, 0, 0), True), ((ledgers[4], 0, 8, 2, 0), False),
+             ((ledgers[4], 7, 30, 0, 0), True)]
+    got = bookie.storage.read_few_ranges([r for r, _ in cases] + [(LedgerId(0, 999), 0, 2, 0, 0)])
+    assert SCALAR_WINDOW == 4 and got[-1] == []  # an unknown ledger: nothing
+    for ((ledger, first, last, stride, offset), few), frames in zip(cases, got):
+        if not few:
+            assert frames is None
+            continue
+        alone, count, _ = bookie.storage.read_framed_parts(ledger, first, last, 1 << 20, stride, offset)
+        assert 0 < count <= SCALAR_WINDOW and b"".join(frames) == b"".join(alone)
+    bookie.checkpoint()
+    loc = bookie.storage.cache.get(ledgers[3], 1)
+    flip_byte(log_path(bookie.ledger_dirs[0], loc >> 32), (loc & 0xFFFFFFFF) + 15)  # its entry id
+    again = bookie.storage.read_few_ranges([(ledgers[3], 1, 1, 0, 0), (ledgers[0], 0, 1, 0, 0)])
+    assert again[0] is None and len(again[1]) == 2
+    with pytest.raises(EntryCorruptedException):
+        bookie.storage.read_framed_parts(ledgers[3], 1, 1, 1 << 20)

@@ -4,7 +4,6 @@ digest, split over messages; and entry_format.scan_ledgers, the frame scan of su
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +15,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager, DigestType
 from spark_bookkeeper.packed_read import slice_entries, sort_share
-from spark_bookkeeper.reader import FragmentMemberPartition, LedgerSlice
+from spark_bookkeeper.reader import FragmentMemberPartition
 
 PASSWORD = b"pw"
 ENSEMBLE = ("a:1", "b:1", "c:1")
@@ -46,12 +45,11 @@ def answers(draw):
     for n in range(draw(st.integers(1, 12))):
         ledger = LedgerId(rnd.choice([0, 0, 5]), 100 + n)
         digest = rnd.choice([DigestType.CRC32C, DigestType.CRC32C, DigestType.MAC, DigestType.CRC32])
-        md = SimpleNamespace(digest_type=digest)
         last_entry = rnd.randint(0, 9)
         striped = rnd.random() < 0.7
         member = rnd.randrange(3)
-        sl = LedgerSlice(ledger, md, 0, last_entry, None, None)
-        p = FragmentMemberPartition(sl, ENSEMBLE, member, 0, last_entry, services={}, striped=striped)
+        p = FragmentMemberPartition(ledger, ENSEMBLE, member, 0, last_entry, write_quorum=2, digest_type=digest,
+                                    services={}, striped=striped)
         slices.append(p)
         for e in range(last_entry + 1):
             if striped and e % 3 != member:
@@ -101,8 +99,8 @@ def test_each_slice_gets_what_came_for_it_once_and_complete_slices_need_nothing_
 
 def test_an_unreadable_message_gives_nothing_and_the_rest_still_counts():
     ledger = LedgerId(0, 1)
-    sl = LedgerSlice(ledger, SimpleNamespace(digest_type=DigestType.CRC32C), 0, 1, None, None)
-    slices = [FragmentMemberPartition(sl, ENSEMBLE, 0, 0, 1, services={}, striped=False)]
+    slices = [FragmentMemberPartition(ledger, ENSEMBLE, 0, 0, 1, write_quorum=3, digest_type=DigestType.CRC32C,
+                                      services={}, striped=False)]
     good = _frame(ledger, DigestType.CRC32C, 0, 10) + _frame(ledger, DigestType.CRC32C, 1, 10)
     share = sort_share(slices, [good[:-3], good], PASSWORD, _rows)
     assert share.complete == {0} and sum(b.num_rows for b in share.batches) == 2
@@ -113,8 +111,8 @@ def test_a_frame_too_short_for_its_digest_is_bad_not_read_past(digest):
     """A frame that holds a header and no digest (its size field says so) at the end of a message: the
     entry is left to the replicas; nothing is read beyond the message."""
     ledger = LedgerId(0, 3)
-    sl = LedgerSlice(ledger, SimpleNamespace(digest_type=digest), 0, 1, None, None)
-    slices = [FragmentMemberPartition(sl, ENSEMBLE, 0, 0, 1, services={}, striped=False)]
+    slices = [FragmentMemberPartition(ledger, ENSEMBLE, 0, 0, 1, write_quorum=3, digest_type=digest, services={},
+                                      striped=False)]
     header = _frame(ledger, digest, 1, 10)[4:4 + entry_format.V1_HEADER_LEN]
     cut = entry_format.FRAME.pack(len(header)) + header
     share = sort_share(slices, [_frame(ledger, digest, 0, 10) + cut], PASSWORD, _rows)
@@ -132,3 +130,4 @@ def test_scan_ledgers_reads_any_ledgers_frames(uniform, scope):
                                                                                  for l, e in frames)]
     with pytest.raises(ValueError, match="cut short|size"):
         entry_format.scan_ledgers(blob[:-5], 1 << 20)
+

@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerState
+from bookie.proto.checksum import DigestType
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.partition_packing import Piece, pack
-from spark_bookkeeper.reader import (DEFAULT_ENTRY_BYTES, LedgerSlice, PackedPartition, pack_partitions,
-                                     slice_entries, slice_partitions)
+from spark_bookkeeper.packed_read import slice_entries
+from spark_bookkeeper.reader import (DEFAULT_ENTRY_BYTES, FragmentMemberPartition, LedgerSlice, PackedPartition,
+                                     pack_partitions, slice_partitions)
 
 pieces = st.lists(st.builds(Piece, st.sampled_from("abcde"), st.integers(0, 5000),
                             st.one_of(st.none(), st.integers(0, 6))), max_size=120)
@@ -56,7 +58,7 @@ def test_a_piece_bigger_than_a_partition_is_alone():
 
 
 def _metadata(entries: int, length: int, closed: bool, ensemble=("a", "b", "c"), wq=3):
-    return SimpleNamespace(write_quorum_size=wq, last_entry_id=entries - 1 if closed else -1, length=length,
+    return SimpleNamespace(write_quorum_size=wq, digest_type=DigestType.CRC32C, last_entry_id=entries - 1 if closed else -1, length=length,
                            state=LedgerState.CLOSED if closed else LedgerState.OPEN,
                            is_closed=closed, fragments=lambda: [(0, entries - 1 if closed else -1, ensemble)])
 
@@ -72,10 +74,10 @@ def test_many_small_ledgers_pack_into_few_partitions_per_bookie():
     # Issue 31's case: 2,000 ledgers of 3 x 1 KiB entries, E = WQ = 3: 6,000 slices of one entry.
     slices = [LedgerSlice(LedgerId.of(n), _metadata(3, 3 * 1024, True), 0, 2, None, None) for n in range(2000)]
     parts = pack_partitions(slices, TRANSPORTS, _opts())
-    # 128 MiB / (1 KiB + 32 KiB) = 3,971 slices a partition: one per bookie (2,000 slices each).
+    # 128 MiB / (1 KiB + 8 KiB) = 14,563 slices a partition: one per bookie (2,000 slices each).
     assert len(parts) == 3 and all(isinstance(p, PackedPartition) for p in parts)
     assert [p.bookie for p in parts] == ["a", "b", "c"]
-    read = sorted((s.slice.ledger.ledger_id, e) for p in parts for s in p.slices for e in range(s.first, s.last + 1))
+    read = sorted((s.ledger.ledger_id, e) for p in parts for s in p.slices for e in range(s.first, s.last + 1))
     assert read == [(n, e) for n in range(2000) for e in range(3)]  # every entry exactly once
     # Each slice costs openCostInBytes: a smaller max or a bigger open cost gives more partitions.
     # 128 MiB / (1 KiB + 512 KiB) = 255 slices a partition: 8 per bookie, the bookies alternating.
@@ -83,6 +85,27 @@ def test_many_small_ledgers_pack_into_few_partitions_per_bookie():
     assert len(bigger) == 24 and [p.bookie for p in bigger] == ["a", "b", "c"] * 8
     assert len(pack_partitions(slices, TRANSPORTS, _opts(openCostInBytes=str(1024 * 1024)))) == 3 * 16
     assert len(pack_partitions(slices, TRANSPORTS, _opts(maxBytesPerPartition="1"))) == 6000
+
+
+slice_plans = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**63 - 1), st.integers(0, 50), st.integers(0, 9),
+                                 st.sampled_from([("a", "b", "c"), ("b", "c", "d"), ("a",)]), st.integers(1, 3),
+                                 st.sampled_from(list(DigestType)), st.booleans(), st.sampled_from([None, "app-log"]),
+                                 st.one_of(st.none(), st.integers(0, 10**6))), min_size=1, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(slice_plans)
+def test_a_packed_partition_travels_as_columns_and_comes_back_equal(plan):
+    import pickle
+    slices = [FragmentMemberPartition(LedgerId(scope, lid), ensemble, first % len(ensemble), first, first + span,
+                                      write_quorum=min(wq, len(ensemble)), digest_type=digest,
+                                      services={b: None for b in ensemble}, striped=striped, log=log, segment=segment)
+              for scope, lid, first, span, ensemble, wq, digest, striped, log, segment in plan]
+    back = pickle.loads(pickle.dumps(PackedPartition.of(slices)))
+    assert isinstance(back, PackedPartition) and back.slices == tuple(slices)
+    # One of each (ensemble, write quorum, digest, striped, log) travels, not one per slice.
+    kinds = {(p.ensemble, p.write_quorum, p.digest_type, p.striped, p.log) for p in slices}
+    assert len(PackedPartition.of(slices).__reduce__()[1][0]) == len(kinds)
 
 
 def test_a_big_ledgers_slices_stay_apart():
