@@ -26,7 +26,8 @@ from bookie.exceptions import BKNoSuchLedgerExistsException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions, parse_ledgers
-from spark_bookkeeper.reader import BookKeeperReader, LedgerSlice, PackedPartition
+from spark_bookkeeper.read_partitions import PackedPartition
+from spark_bookkeeper.reader import BookKeeperReader, LedgerSlice
 from spark_bookkeeper.stream_reader import StreamReaderBase
 
 Positions = dict[str, int]  # ledger (as option ledgers names it) -> an entry id

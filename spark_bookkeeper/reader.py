@@ -38,13 +38,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from array import array
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader
 
 from bookie.client.distribution_schedule import write_set
 from bookie.client.ledger_reader import LedgerReader
@@ -53,12 +51,14 @@ from bookie.meta.bookie_service_info import BookieServiceInfo
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.metadata_store import Versioned
 from bookie.proto import status
-from bookie.proto.checksum import DigestManager, DigestType
+from bookie.proto.checksum import DigestManager
 from bookie.util.gc_pause import gc_paused
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.packed_read import Prefetched, ShareRead, entries_in, read_share
 from spark_bookkeeper.partition_packing import Piece, pack
+from spark_bookkeeper.read_partitions import (FragmentMemberPartition, PackedPartition, SliceKind, fragment_member_partition,
+                                             stride_of)
 
 log = logging.getLogger(__name__)
 
@@ -94,130 +94,6 @@ class BookieTransports:
         return self._of[ensemble]
 
 
-@dataclass
-class FragmentMemberPartition(InputPartition):
-    """Entries ``first..last`` of one fragment of ``ledger`` read from ``ensemble[member]``: all of them
-    (``striped`` false: WQ == E) or those it is first in the write set for (``e % E == member``). It carries
-    what a task needs of the ledger's metadata (the fragment's ensemble, ``write_quorum``, ``digest_type``)
-    and no more; ``services``: the registrations of (at least) the ensemble's bookies, so the executor
-    picks each bookie's transport; ``log`` and ``segment``: the log segment it is, for a log read."""
-
-    ledger: LedgerId
-    ensemble: tuple[str, ...]
-    member: int
-    first: int
-    last: int
-    write_quorum: int
-    digest_type: DigestType
-    services: dict[str, BookieServiceInfo | None]
-    striped: bool
-    log: str | None
-    segment: int | None
-
-    def __init__(self, ledger: LedgerId, ensemble, member: int, first: int, last: int, *, write_quorum: int,
-                 digest_type: DigestType, services: dict[str, BookieServiceInfo | None], striped: bool = True,
-                 log: str | None = None, segment: int | None = None):
-        super().__init__(None)
-        self.ledger, self.ensemble, self.member, self.first, self.last = ledger, tuple(ensemble), member, first, last
-        self.write_quorum, self.digest_type, self.services, self.striped = write_quorum, digest_type, services, striped
-        self.log, self.segment = log, segment
-        self.stride = _stride(self.ensemble, striped)
-
-    @property
-    def bookie(self) -> str:
-        return self.ensemble[self.member]
-
-    def __reduce__(self):  # a plain tuple, rebuilt without __init__
-        return _fragment_member_partition, (self.ledger, self.ensemble, self.member, self.first, self.last,
-                                            self.write_quorum, self.digest_type, self.services, self.striped,
-                                            self.log, self.segment)
-
-
-def _stride(ensemble: tuple[str, ...], striped: bool) -> int:
-    """Every ``stride``-th entry from ``member`` is a slice's (0: every entry of its range)."""
-    return len(ensemble) if striped and len(ensemble) > 1 else 0
-
-
-def _fragment_member_partition(ledger, ensemble, member, first, last, write_quorum, digest_type, services, striped,
-                               log_name, segment) -> FragmentMemberPartition:
-    """A FragmentMemberPartition without ``__init__`` (a plan or a packed partition makes thousands)."""
-    p = object.__new__(FragmentMemberPartition)
-    p.__dict__ = {"value": None, "ledger": ledger, "ensemble": ensemble, "member": member, "first": first, "last": last,
-                  "write_quorum": write_quorum, "digest_type": digest_type, "services": services, "striped": striped,
-                  "log": log_name, "segment": segment, "stride": _stride(ensemble, striped)}
-    return p
-
-
-# What a packed partition holds of each slice, as plain tuples (a plan of many small ledgers makes tens of
-# thousands, and objects cost the planner and every task far more than tuples and arrays):
-# a kind, shared by many slices: (ensemble, write quorum, digest type, striped, log, the ensemble's services);
-# a row per slice: (kind index, scope id, ledger id, first, last, member, segment or -1).
-SliceKind = tuple
-SliceRow = tuple
-_ROW = 7
-
-
-class PackedPartition(InputPartition):
-    """Slices (each read and read around exactly as a FragmentMemberPartition on its own) that one bookie
-    serves, read in turn by one task over one set of connections. Held as rows over shared kinds (``kinds``
-    may hold more than the rows use: the plan's, shared by its partitions), and sent to the task as one
-    array of numbers and the kinds its rows use (``__reduce__``); the task makes its ``slices``."""
-
-    def __init__(self, kinds: list[SliceKind], rows: list[SliceRow]):
-        super().__init__(None)
-        self.kinds, self.rows = kinds, rows
-
-    @classmethod
-    def of(cls, slices) -> "PackedPartition":
-        """The packed partition of these FragmentMemberPartitions."""
-        index: dict[tuple, int] = {}
-        kinds, rows = [], []
-        for p in slices:
-            key = (p.ensemble, p.write_quorum, p.digest_type, p.striped, p.log)
-            if key not in index:
-                index[key] = len(kinds)
-                kinds.append(key + (p.services,))
-            rows.append((index[key], p.ledger.scope_id, p.ledger.ledger_id, p.first, p.last, p.member,
-                         -1 if p.segment is None else p.segment))
-        return cls(kinds, rows)
-
-    @cached_property
-    def slices(self) -> tuple[FragmentMemberPartition, ...]:
-        kinds = self.kinds
-        with gc_paused():  # thousands of slices
-            return tuple(_fragment_member_partition(LedgerId(scope, lid), kinds[k][0], member, first, last, kinds[k][1],
-                                                    kinds[k][2], kinds[k][5], kinds[k][3], kinds[k][4],
-                                                    None if segment < 0 else segment)
-                         for k, scope, lid, first, last, member, segment in self.rows)
-
-    @property
-    def bookie(self) -> str:
-        row = self.rows[0]
-        return self.kinds[row[0]][0][row[5]]
-
-    def __repr__(self) -> str:
-        return f"PackedPartition({len(self.rows)} slices from {self.bookie})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, PackedPartition) and self.slices == other.slices
-
-    def __reduce__(self):
-        used: dict[int, int] = {}  # the plan's kind -> this partition's
-        numbers = []
-        for row in self.rows:
-            k = used.get(row[0])
-            if k is None:
-                k = used[row[0]] = len(used)
-            numbers.append(k)
-            numbers += row[1:]
-        return _packed_partition, ([self.kinds[k] for k in used], array("q", numbers))
-
-
-def _packed_partition(kinds: list[SliceKind], numbers: array) -> PackedPartition:
-    flat = numbers.tolist()
-    return PackedPartition(kinds, list(zip(*[iter(flat)] * _ROW)))
-
-
 DEFAULT_ENTRY_BYTES = 1024  # per entry of an open ledger, when no closed ledger of the read tells better
 
 
@@ -247,7 +123,7 @@ def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", o
                 k = index[key] = len(kinds)
                 kinds.append(key + (transports.of(ensemble),))
             rows.append((k, ledger.scope_id, ledger.ledger_id, lo, hi, member, segment))
-            entries = entries_in(lo, hi, member, _stride(ensemble, striped))
+            entries = entries_in(lo, hi, member, stride_of(ensemble, striped))
             pieces.append(Piece(ensemble[member], int(entries * size), (n, ensemble)))
     return [PackedPartition(kinds, [rows[i] for i in group])
             for group in pack(pieces, opts.max_bytes_per_partition, opts.open_cost_in_bytes)]
@@ -282,7 +158,7 @@ def slice_shares(sl: LedgerSlice, per_partition: int) -> list[tuple[tuple[str, .
 def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partition: int) -> list[FragmentMemberPartition]:
     """The partitions of one ledger slice (``slice_shares``) on their own."""
     md = sl.metadata
-    return [_fragment_member_partition(sl.ledger, ensemble, member, lo, hi, md.write_quorum_size, md.digest_type,
+    return [fragment_member_partition(sl.ledger, ensemble, member, lo, hi, md.write_quorum_size, md.digest_type,
                                        transports.of(ensemble), striped, sl.log, sl.segment)
             for ensemble, striped, member, lo, hi in slice_shares(sl, per_partition)]
 

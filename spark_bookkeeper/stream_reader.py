@@ -26,7 +26,8 @@ from bookie.exceptions import BKException, BKNoSuchLedgerExistsException
 from spark_bookkeeper import connections
 from spark_bookkeeper.log import Log, read_log
 from spark_bookkeeper.options import EARLIEST, LATEST, BookKeeperOptionException, ReadOptions
-from spark_bookkeeper.reader import BookieTransports, BookKeeperReader, LedgerSlice, PackedPartition, pack_partitions
+from spark_bookkeeper.read_partitions import PackedPartition
+from spark_bookkeeper.reader import BookieTransports, BookKeeperReader, LedgerSlice, pack_partitions
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager, DigestType
 from spark_bookkeeper.packed_read import slice_entries, sort_share
-from spark_bookkeeper.reader import FragmentMemberPartition
+from spark_bookkeeper.read_partitions import FragmentMemberPartition
 
 PASSWORD = b"pw"
 ENSEMBLE = ("a:1", "b:1", "c:1")

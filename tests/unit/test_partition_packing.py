@@ -14,8 +14,8 @@ from bookie.proto.checksum import DigestType
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.partition_packing import Piece, pack
 from spark_bookkeeper.packed_read import slice_entries
-from spark_bookkeeper.reader import (DEFAULT_ENTRY_BYTES, FragmentMemberPartition, LedgerSlice, PackedPartition,
-                                     pack_partitions, slice_partitions)
+from spark_bookkeeper.read_partitions import FragmentMemberPartition, PackedPartition
+from spark_bookkeeper.reader import DEFAULT_ENTRY_BYTES, LedgerSlice, pack_partitions, slice_partitions
 
 pieces = st.lists(st.builds(Piece, st.sampled_from("abcde"), st.integers(0, 5000),
                             st.one_of(st.none(), st.integers(0, 6))), max_size=120)
