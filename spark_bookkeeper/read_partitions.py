@@ -12,6 +12,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Callable
 
 from pyspark.sql.datasource import InputPartition
 
@@ -84,6 +85,24 @@ SliceRow = tuple
 _ROW = 7
 
 
+class SliceKinds:
+    """A plan's slice kinds, each once (``kinds``), and each kind's index."""
+
+    def __init__(self):
+        self.kinds: list[SliceKind] = []
+        self._index: dict[tuple, int] = {}
+
+    def index(self, ensemble, write_quorum: int, digest_type: DigestType, striped: bool, log: str | None,
+              services: Callable[[], dict[str, BookieServiceInfo | None]]) -> int:
+        """The kind's index; a new kind takes ``services()`` (the ensemble's registrations)."""
+        key = (ensemble, write_quorum, digest_type, striped, log)
+        k = self._index.get(key)
+        if k is None:
+            k = self._index[key] = len(self.kinds)
+            self.kinds.append(key + (services(),))
+        return k
+
+
 class PackedPartition(InputPartition):
     """Slices (each read and read around exactly as a FragmentMemberPartition on its own) that one bookie
     serves, read in turn by one task over one set of connections. Held as rows over shared kinds (``kinds``
@@ -97,16 +116,11 @@ class PackedPartition(InputPartition):
     @classmethod
     def of(cls, slices) -> "PackedPartition":
         """The packed partition of these FragmentMemberPartitions."""
-        index: dict[tuple, int] = {}
-        kinds, rows = [], []
-        for p in slices:
-            key = (p.ensemble, p.write_quorum, p.digest_type, p.striped, p.log)
-            if key not in index:
-                index[key] = len(kinds)
-                kinds.append(key + (p.services,))
-            rows.append((index[key], p.ledger.scope_id, p.ledger.ledger_id, p.first, p.last, p.member,
-                         -1 if p.segment is None else p.segment))
-        return cls(kinds, rows)
+        kinds = SliceKinds()
+        rows = [(kinds.index(p.ensemble, p.write_quorum, p.digest_type, p.striped, p.log, lambda p=p: p.services),
+                 p.ledger.scope_id, p.ledger.ledger_id, p.first, p.last, p.member, -1 if p.segment is None else p.segment)
+                for p in slices]
+        return cls(kinds.kinds, rows)
 
     @cached_property
     def slices(self) -> tuple[FragmentMemberPartition, ...]:

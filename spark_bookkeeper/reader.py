@@ -57,8 +57,8 @@ from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.packed_read import Prefetched, ShareRead, entries_in, read_share
 from spark_bookkeeper.partition_packing import Piece, pack
-from spark_bookkeeper.read_partitions import (FragmentMemberPartition, PackedPartition, SliceKind, fragment_member_partition,
-                                             stride_of)
+from spark_bookkeeper.read_partitions import (FragmentMemberPartition, PackedPartition, SliceKinds,
+                                             fragment_member_partition, stride_of)
 
 log = logging.getLogger(__name__)
 
@@ -110,22 +110,18 @@ def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", o
     """The partitions of a read of ``slices``: planned per (ledger, fragment, member), then packed by bytes
     per serving bookie (pieces of one fragment stay apart: they were cut to be read in parallel)."""
     per_entry = entry_bytes(slices)
-    index: dict[tuple, int] = {}
-    kinds: list[SliceKind] = []
+    kinds = SliceKinds()
     rows, pieces = [], []
     for n, sl in enumerate(slices):
         md, ledger, size = sl.metadata, sl.ledger, per_entry[sl.ledger]
         segment = -1 if sl.segment is None else sl.segment
         for ensemble, striped, member, lo, hi in slice_shares(sl, opts.max_entries_per_partition):
-            key = (ensemble, md.write_quorum_size, md.digest_type, striped, sl.log)
-            k = index.get(key)
-            if k is None:
-                k = index[key] = len(kinds)
-                kinds.append(key + (transports.of(ensemble),))
+            k = kinds.index(ensemble, md.write_quorum_size, md.digest_type, striped, sl.log,
+                            lambda ensemble=ensemble: transports.of(ensemble))
             rows.append((k, ledger.scope_id, ledger.ledger_id, lo, hi, member, segment))
             entries = entries_in(lo, hi, member, stride_of(ensemble, striped))
             pieces.append(Piece(ensemble[member], int(entries * size), (n, ensemble)))
-    return [PackedPartition(kinds, [rows[i] for i in group])
+    return [PackedPartition(kinds.kinds, [rows[i] for i in group])
             for group in pack(pieces, opts.max_bytes_per_partition, opts.open_cost_in_bytes)]
 
 

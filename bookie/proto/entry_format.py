@@ -259,3 +259,26 @@ def _scan_frames(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarra
             raise ValueError(f"entry at byte {offsets[k]} belongs to ledger {LedgerId(scopes[k], lids[k])}, not {ledger}")
         raise ValueError(f"entry at byte {offsets[k]} has negative entry id {eids[k]}")
     return ids, np.array(offsets, dtype=np.int64), max(lacs)
+
+
+def frames_at(span: bytes, rel: np.ndarray, sizes: np.ndarray) -> list:
+    """The framed records at ``rel`` (record starts, after the size) of ``span``, as buffers to join.
+
+    Equal records at equal distances (a striped read of equal-sized entries: every other record of
+    the log) come out with one strided numpy copy; anything else one slice per record.
+    """
+    n, first = len(rel), int(rel[0]) - FRAME_LEN
+    frame = int(sizes[0]) + FRAME_LEN
+    if n > 1 and (sizes == sizes[0]).all():
+        step = int(rel[1] - rel[0])
+        if step >= frame and (np.diff(rel) == step).all():
+            # one opaque item per record, so numpy copies each with one memcpy
+            return [np.ndarray((n,), dtype=f"V{frame}", buffer=span, offset=first, strides=(step,)).tobytes()]
+    view = memoryview(span)
+    return [view[r - FRAME_LEN: r + size] for r, size in zip(rel.tolist(), sizes.tolist())]
+
+
+def gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian signed integers of ``width`` bytes at byte positions ``at`` of ``data``."""
+    raw = data[at[:, None] + np.arange(width)]
+    return raw.copy().view(f">i{width}").ravel()

@@ -52,7 +52,7 @@ from bookie.server.compaction_throttler import Throttler
 from bookie.server.entry_log_format import (LOG_HEADER_SIZE, encode_ledgers_map, encode_log_header, log_path,
                                             scan_entry_log)
 from bookie.server.entry_log_metadata import EntryLogMetadata
-from bookie.server.ledger_storage import InterleavedLedgerStorage, gather_be
+from bookie.server.ledger_storage import InterleavedLedgerStorage
 from bookie.util.io import fsync_dir, pwritev_all
 
 log = logging.getLogger(__name__)
@@ -275,7 +275,7 @@ class TransactionalEntryLogCompactor:
             offsets = live.offsets
             if len(offsets) and (offsets[0] < LOG_HEADER_SIZE or offsets[-1] + entry_format.V1_HEADER_LEN > len(data)):
                 raise EntryLogCorruptedException(f"{path}: the index locates entries outside its {len(data)} bytes")
-            sizes = gather_be(data, offsets - entry_format.FRAME_LEN, 4).astype(np.int64)
+            sizes = entry_format.gather_be(data, offsets - entry_format.FRAME_LEN, 4).astype(np.int64)
             bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (sizes > self.max_record)
                                  | (offsets + sizes > len(data)))
             if len(bad):
@@ -297,7 +297,7 @@ class TransactionalEntryLogCompactor:
         scopes = np.array([lid.scope_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
         lids = np.array([lid.ledger_id for lid in live.ledgers], dtype=np.int64)[live.ledger_index]
         id_at = live.offsets + np.where(scopes != 0, 1 + 8, 0)  # v2 records: flags byte and scope first
-        wrong = np.flatnonzero((gather_be(data, id_at, 8) != lids) | (gather_be(data, id_at + 8, 8) != live.entry_ids))
+        wrong = np.flatnonzero((entry_format.gather_be(data, id_at, 8) != lids) | (entry_format.gather_be(data, id_at + 8, 8) != live.entry_ids))
         if len(wrong):
             j = int(wrong[0])
             return (f"record at offset {live.offsets[j]} is not ledger {live.ledgers[live.ledger_index[j]]} "

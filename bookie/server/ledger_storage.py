@@ -11,7 +11,6 @@ import logging
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from bookie.server.entry_logger import EntryLogCorruptedException, EntryLogger
 from bookie.server.index import (EXPLICIT_LAC_LENGTHS, LAC_METADATA_LENGTH, MAX_ENTRY_ID, MAX_MASTER_KEY_LENGTH,
                                  IndexHeader, IndexPersistenceMgr)
 from bookie.server.ledger_cache import LedgerCache
+from bookie.server.ledger_descriptor import LedgerDescriptor
 from bookie.util.io import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,7 @@ _OFFSET_MASK = 0xFFFFFFFF
 MAX_READ_GAP = 1 << 20  # records further apart than this in a log are read separately
 READ_WINDOW = 8192  # wanted entry ids looked up in the index at a time by a range read
 SCALAR_WINDOW = 4  # windows of at most this many ids are read record by record (numpy costs more there)
+MAX_FEW_BYTES = 1 << 62  # read_few_ranges: no budget (a few entries a range)
 # A checkpoint's entry-log fsyncs without the storage lock: at most this many, until one is this quick.
 MAX_UNLOCKED_LOG_FLUSHES = 3
 QUICK_LOG_FLUSH_SECONDS = 0.02
@@ -62,28 +63,6 @@ def check_explicit_lac(ledger: LedgerId, lac_blob: bytes, lac: int | None = None
     if blob_lac < entry_format.INVALID_ENTRY_ID:
         raise BadRequestException(f"ledger {ledger}: explicit LAC {blob_lac} refused (allowed: -1 or an entry id)")
     return blob_lac
-
-
-@dataclass
-class LedgerDescriptor:
-    """What a bookie keeps per ledger (BookKeeper's LedgerDescriptor): master key, fence, explicit LAC,
-    the highest LAC piggybacked and entry stored. Not the metadata's OPEN/IN_RECOVERY/CLOSED state."""
-    master_key: bytes
-    fenced: bool = False
-    explicit_lac: bytes | None = None
-    lac: int = -1  # highest LAC piggybacked on an entry this bookie stores
-    last_entry_id: int = -1  # highest entry id stored here
-    header_dirty: bool = True
-    lac_watchers: list = field(default_factory=list)  # callables(lac), for long polls
-
-    def raise_lac(self, lac: int) -> None:
-        if lac > self.lac:
-            self.lac = lac
-            for watcher in list(self.lac_watchers):
-                watcher(lac)
-
-    def header(self) -> IndexHeader:
-        return IndexHeader(self.master_key, self.fenced, self.explicit_lac)
 
 
 class InterleavedLedgerStorage:
@@ -234,38 +213,35 @@ class InterleavedLedgerStorage:
 
     def read_few_ranges(self, ranges) -> list[list[bytes] | None]:
         """The framed entries of each of ``ranges`` ((ledger, first, last, stride, offset) each) that asks for
-        at most SCALAR_WINDOW ids (a small ledger's share): all located first, then read in the order they
-        lie in the entry logs, a record per read. None for a range that asks for more, or whose read failed
-        (``read_framed_parts`` reads it, and says why); an unknown ledger gives no entries. For a call of
-        many small ledgers: the same frames as ``read_framed_parts``, at about half its cost per range."""
-        out: list[list[bytes] | None] = [[] for _ in ranges]
-        found = []  # (location, range index, entry id)
+        at most SCALAR_WINDOW ids (a small ledger's share), all located under one hold of the lock, then read
+        record by record (``_read_few``). None for a range that asks for more, or whose read failed
+        (``read_framed_parts`` reads it again, and says why); an unknown ledger gives no entries. A call of
+        many small ledgers costs a lookup and a read per range, not a whole range read each."""
+        located: list[tuple | None] = []
         with self.lock:
-            for i, (ledger, first, last, stride, offset) in enumerate(ranges):
+            for ledger, first, last, stride, offset in ranges:
                 state = self._ledgers.get(ledger) or self.descriptor(ledger)
-                if state is None:
-                    continue
                 step = max(stride, 1)
-                lo, hi = _first_wanted(first, step, offset), min(last, state.last_entry_id)
-                if (hi - lo) // step >= SCALAR_WINDOW:
-                    out[i] = None
-                    continue
-                for entry_id in range(lo, hi + 1, step):
-                    loc = self.cache.get(ledger, entry_id)
-                    if loc:
-                        found.append((loc, i, entry_id))
-        found.sort()
-        for loc, i, entry_id in found:
-            if out[i] is None:
-                continue
-            try:
-                framed = self.entry_logger.read_framed(loc)
-                _check_ids(framed, entry_format.FRAME_LEN, ranges[i][0], entry_id, loc)
-            except (EntryLogCorruptedException, EntryCorruptedException, OSError):
-                out[i] = None  # read again alone: a log compaction removed meanwhile, or corruption, told apart there
-                continue
-            out[i].append((entry_id, framed))
-        return [None if got is None else [framed for _, framed in sorted(got)] for got in out]
+                lo = _first_wanted(first, step, offset)
+                hi = -1 if state is None else min(last, state.last_entry_id)
+                few = (hi - lo) // step < SCALAR_WINDOW
+                located.append((lo, hi, step, self._locate_few(ledger, lo, hi, step)) if few else None)
+        out: list[list[bytes] | None] = []
+        for (ledger, *_), where in zip(ranges, located):
+            parts: list | None = []
+            if where is not None:
+                lo, hi, step, locs = where
+                try:
+                    self._read_few(ledger, locs, lo, hi, MAX_FEW_BYTES, step, parts)
+                except (EntryCorruptedException, _LogRemoved):
+                    parts = None
+            out.append(None if where is None else parts)
+        return out
+
+    def _locate_few(self, ledger: LedgerId, first: int, last: int, step: int) -> list[int]:
+        """Locations of a few ids (0 = absent), one index lookup each: an array would cost more (caller holds
+        the lock)."""
+        return [self.cache.get(ledger, entry_id) for entry_id in range(first, last + 1, step)]
 
     def _read_window(self, ledger: LedgerId, first: int, last: int, budget: int, step: int,
                      parts: list) -> tuple[int, int, int]:
@@ -282,9 +258,9 @@ class InterleavedLedgerStorage:
                           parts: list) -> tuple[int, int, int]:
         """Append the framed entries stored at ids ``first, first + step, ...`` up to ``last`` (up to
         ``budget`` bytes) to ``parts``; returns (entries, bytes, last entry id covered)."""
-        if (last - first) // step < SCALAR_WINDOW:  # a few ids: looked up one by one, no array
+        if (last - first) // step < SCALAR_WINDOW:
             with self.lock:
-                few = [self.cache.get(ledger, entry_id) for entry_id in range(first, last + 1, step)]
+                few = self._locate_few(ledger, first, last, step)
             return self._read_few(ledger, few, first, last, budget, step, parts)
         with self.lock:
             locs = self.cache.get_strided(ledger, first, last, step)
@@ -358,14 +334,14 @@ class InterleavedLedgerStorage:
             return [tail], 1, len(tail)
         rel = offs[:-1] - (int(offs[0]) - entry_format.FRAME_LEN)  # where each record (after its size) starts in span
         data = np.frombuffer(span, dtype=np.uint8)
-        sizes = gather_be(data, rel - entry_format.FRAME_LEN, 4).astype(np.int64)
+        sizes = entry_format.gather_be(data, rel - entry_format.FRAME_LEN, 4).astype(np.int64)
         bad = np.flatnonzero((sizes < entry_format.V1_HEADER_LEN) | (rel + sizes > len(span)))
         if len(bad):
             k = int(bad[0])
             raise EntryCorruptedException(f"ledger {ledger} entry {ids[k]}: record in entry log {log_id:x}.log has "
                                           f"bad size {sizes[k]}")
         id_at = rel + (1 + 8 if ledger.scope_id else 0)  # v2 records: flags byte and scope come first
-        lids, eids = gather_be(data, id_at, 8), gather_be(data, id_at + 8, 8)
+        lids, eids = entry_format.gather_be(data, id_at, 8), entry_format.gather_be(data, id_at + 8, 8)
         wrong = np.flatnonzero((lids != ledger.ledger_id) | (eids != ids[:-1]))
         if len(wrong):
             k = int(wrong[0])
@@ -374,10 +350,10 @@ class InterleavedLedgerStorage:
         used = np.cumsum(sizes + entry_format.FRAME_LEN)
         cut = int(np.searchsorted(used, budget)) + 1  # entries up to the one that reaches the budget
         if cut < len(ids):
-            return _frames_of(span, rel[:cut], sizes[:cut]), cut, int(used[cut - 1])
+            return entry_format.frames_at(span, rel[:cut], sizes[:cut]), cut, int(used[cut - 1])
         if (rel[1:] == rel[:-1] + sizes[:-1] + entry_format.FRAME_LEN).all() and rel[-1] + sizes[-1] == len(span):
             return [span, tail], len(ids), int(used[-1]) + len(tail)  # back to back: no per-entry copies
-        return _frames_of(span, rel, sizes) + [tail], len(ids), int(used[-1]) + len(tail)
+        return entry_format.frames_at(span, rel, sizes) + [tail], len(ids), int(used[-1]) + len(tail)
 
     # -- checkpoint --------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -448,29 +424,6 @@ class _LogRemoved(Exception):
 def _first_wanted(entry_id: int, step: int, offset: int) -> int:
     """The first id from ``entry_id`` on with ``id % step == offset`` (every id when step is 1)."""
     return entry_id + (offset - entry_id) % step if step > 1 else entry_id
-
-
-def _frames_of(span: bytes, rel: np.ndarray, sizes: np.ndarray) -> list:
-    """The framed records at ``rel`` (record starts, after the size) of ``span``, as buffers to join.
-
-    Equal records at equal distances (a striped read of equal-sized entries: every other record of
-    the log) come out with one strided numpy copy; anything else one slice per record.
-    """
-    n, first = len(rel), int(rel[0]) - entry_format.FRAME_LEN
-    frame = int(sizes[0]) + entry_format.FRAME_LEN
-    if n > 1 and (sizes == sizes[0]).all():
-        step = int(rel[1] - rel[0])
-        if step >= frame and (np.diff(rel) == step).all():
-            # one opaque item per record, so numpy copies each with one memcpy
-            return [np.ndarray((n,), dtype=f"V{frame}", buffer=span, offset=first, strides=(step,)).tobytes()]
-    view = memoryview(span)
-    return [view[r - entry_format.FRAME_LEN: r + size] for r, size in zip(rel.tolist(), sizes.tolist())]
-
-
-def gather_be(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """Big-endian signed integers of ``width`` bytes at byte positions ``at`` of ``data``."""
-    raw = data[at[:, None] + np.arange(width)]
-    return raw.copy().view(f">i{width}").ravel()
 
 
 def _check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:
