@@ -304,6 +304,14 @@ def encode_response(response: V2Response) -> bytes:
     return b"".join(parts)
 
 
+def encode_batched_read_response(version: int, rc: int, ledger_id: int, entry_id: int, request_id: int,
+                                 framed: bytes) -> bytes:
+    """A BATCH_READ_ENTRY answer from its entries already framed ``(size:i32 | entry)*``, as the bookie's
+    storage keeps them: ``encode_response`` without taking the entries apart."""
+    return b"".join((_RESPONSE.pack(pack_header(version, BATCH_READ_ENTRY), rc, ledger_id, entry_id),
+                     _REQUEST_ID.pack(request_id), framed))
+
+
 def batched_read_frame_size(entry_sizes_total: int, count: int) -> int:
     """Bytes of a BATCH_READ_ENTRY response frame (its 4-byte length included, as BookKeeper counts
     against maxSize) holding ``count`` entries of that total size."""

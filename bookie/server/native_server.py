@@ -43,6 +43,7 @@ from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto import v3_hand_encoding as v3
 from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, FrameTooLargeException, encode_frames
+from bookie.server import batched_read_entry_processor
 from bookie.server.bookie import Bookie
 from bookie.server.request_processor import (DEFERRED_SYNC, MAX_STREAM_INFLIGHT, failure, read_entry, read_lac,
                                              run_in_executor)
@@ -500,7 +501,7 @@ class BookieRequestProcessor:
 
     async def _read_v2(self, request: v2.ReadRequest | v2.BatchedReadRequest) -> bytes:
         batch = isinstance(request, v2.BatchedReadRequest)
-        entries: list[bytes] = []
+        entries = b""
         try:
             ledger = _ledger(request.ledger_id)
             fence_key = None
@@ -511,37 +512,17 @@ class BookieRequestProcessor:
             if batch:
                 if fence_key is not None:  # answered once the fence is fsynced, as a single read
                     await asyncio.wrap_future(self.bookie.fence_ledger(ledger, fence_key))
-                entries = await run_in_executor(self._read_batch, ledger, request)
+                entries = await run_in_executor(batched_read_entry_processor.read_batch, self.bookie, ledger, request,
+                                                self.max_batch_read_size)
             else:
-                entries = [(await read_entry(self.bookie, ledger, request.entry_id, fence_key, None, 0, False)).body]
+                entries = (await read_entry(self.bookie, ledger, request.entry_id, fence_key, None, 0, False)).body
             rc = v2.EOK
         except Exception as exc:
             rc = v2.to_v2_status(failure(exc)[0])
         if batch:
-            return v2.encode_response(v2.BatchedReadResponse(request.version, rc, request.ledger_id, request.entry_id,
-                                                             request.request_id, tuple(entries)))
-        return v2.encode_response(v2.ReadResponse(request.version, rc, request.ledger_id, request.entry_id,
-                                                  entries[0] if entries else b""))
-
-    def _read_batch(self, ledger: LedgerId, request: v2.BatchedReadRequest) -> list[bytes]:
-        """Entries from ``entry_id`` on, while they exist and fit (BatchedReadEntryProcessor): the
-        first always, then up to maxCount within min(maxSize, maxBatchReadSize) bytes of answer."""
-        count = request.max_count if request.max_count > 0 else None
-        budget = min(request.max_size, self.max_batch_read_size)
-        entries = [self.bookie.read_entry(ledger, request.entry_id)]  # its failure is the answer's
-        size = v2.batched_read_frame_size(len(entries[0]), 1)
-        entry_id = request.entry_id
-        while count is None or len(entries) < count:
-            entry_id += 1
-            try:
-                entry = self.bookie.read_entry(ledger, entry_id)
-            except Exception:
-                break  # the batch ends at the first entry not read
-            size += len(entry) + v2.HEADER.size
-            if size > budget:
-                break
-            entries.append(entry)
-        return entries
+            return v2.encode_batched_read_response(request.version, rc, request.ledger_id, request.entry_id,
+                                                   request.request_id, entries)
+        return v2.encode_response(v2.ReadResponse(request.version, rc, request.ledger_id, request.entry_id, entries))
 
 
 class BookieNettyServer:

@@ -13,7 +13,7 @@ code has no switch for it):
   read the metadata of the ledger whose id the ``arm`` file holds, before it acts on what it read;
 - ``range-read`` (``BookieServicer._range_message``, one message of a gRPC range read,
   ``multi_range_read.next_message``, one message of a read of several ranges, and
-  ``BookieRequestProcessor._read_batch``, a native batch read): once the ``arm`` file exists, the bookie
+  ``batched_read_entry_processor.read_batch``, a native batch read): once the ``arm`` file exists, the bookie
   serves as many range reads as it holds (a number, 0 if empty), then holds the next one before it
   reads anything for it (its client is mid-read, waiting), while the other reads go on being served.
 
@@ -38,9 +38,8 @@ from typing import Callable
 
 from bookie.cli.main import main
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.server import multi_range_read
+from bookie.server import batched_read_entry_processor, multi_range_read
 from bookie.server.journal import Journal
-from bookie.server.native_server import BookieRequestProcessor
 from bookie.server.request_processor import BookieServicer
 from tests.helpers.waiting import wait_for
 from tests.procs import child_env
@@ -123,7 +122,7 @@ def install(control_dir: str, mode: str) -> None:
     if mode == "gc-read-ledger":
         ZKMetadataStore.read_ledger = held_after_gc_read(control_dir, ZKMetadataStore.read_ledger)
     elif mode == "range-read":
-        held_after_reads(control_dir, {BookieServicer: "_range_message", BookieRequestProcessor: "_read_batch",
+        held_after_reads(control_dir, {BookieServicer: "_range_message", batched_read_entry_processor: "read_batch",
                                        multi_range_read: "next_message"})
     else:
         name = {"fsync": "_fdatasync", "write": "_flush"}[mode]

@@ -185,9 +185,19 @@ def test_v2_add_read_fence_and_batch_read(connect):
     two = len(entry(8, 0, -1, b"e0")) + len(entry(8, 1, 0, b"e1"))
     small = c.call_v2(v2.BatchedReadRequest(2, 0, 8, 0, 78, 0, v2.batched_read_frame_size(two, 2)))
     assert len(small.entries) == 2  # maxSize bounds the answer (maxCount 0: no count limit)
+    short = c.call_v2(v2.BatchedReadRequest(2, 0, 8, 0, 78, 0, v2.batched_read_frame_size(two, 2) - 1))
+    assert len(short.entries) == 1  # one byte less: the second entry does not fit
     tiny = c.call_v2(v2.BatchedReadRequest(2, 0, 8, 0, 78, 0, 1))
     assert len(tiny.entries) == 1  # the first entry always goes
     assert c.call_v2(v2.BatchedReadRequest(2, 0, 8, 6, 79, 3, 1 << 20)).rc == v2.ENOENTRY
+    assert c.call_v2(v2.BatchedReadRequest(2, 0, 99, 0, 80, 3, 1 << 20)).rc == v2.ENOLEDGER
+    for i in (0, 1, 3):  # ledger 10 has a hole at entry 2
+        assert c.call_v2(v2.ParsedAddRequest(2, v2.FLAG_NONE, KEY, entry(10, i, -1))).rc == v2.EOK
+    holed = c.call_v2(v2.BatchedReadRequest(2, 0, 10, 0, 81, 0, 1 << 20))
+    assert (holed.rc, holed.entries) == (v2.EOK, (entry(10, 0, -1), entry(10, 1, -1)))  # ends before the hole
+    assert c.call_v2(v2.BatchedReadRequest(2, 0, 10, 2, 82, 0, 1 << 20)).rc == v2.ENOENTRY
+    after = c.call_v2(v2.BatchedReadRequest(2, 0, 10, 3, 83, 5, 1 << 20))
+    assert (after.rc, after.entries) == (v2.EOK, (entry(10, 3, -1),))
     fenced = c.call_v2(v2.ReadRequest(2, v2.FLAG_DO_FENCING, 8, 4, KEY))
     assert fenced == v2.ReadResponse(2, v2.EOK, 8, 4, entry(8, 4, 3, b"e4"))
     assert c.call_v2(v2.ParsedAddRequest(2, 0, KEY, entry(8, 5, 4))).rc == v2.EFENCED
