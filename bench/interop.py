@@ -10,7 +10,8 @@ three freshly started bookies of its own (its own ledgers root), one contender a
      serve it (they register a ``bookie-rpc`` endpoint); skipped with why otherwise;
  (d) this project's client against its own three bookies (gRPC);
  (e) this project's client against its own three bookies over the native protocol (v3; client
-     configuration ``bookieProtocol=native``: the ``bookie-rpc`` endpoint although they also register ``grpc``).
+     configuration ``bookieProtocol=native``: the ``bookie-rpc`` endpoint although they also register ``grpc``);
+ (f) the same with ``useV2WireProtocol=true``: adds as v2 ADDENTRY (as Pulsar runs BookKeeper's client).
 
 Each contender is measured twice:
  cold: the first phase on the fresh bookies with a fresh client (a new JVM for ``bin/bench`` with
@@ -23,7 +24,7 @@ Each contender is measured twice:
        itself, as in ``bin/bench``).
 Each prints pipelined appends/s (window of W adds in flight), batched appends/s, one-at-a-time append
 p50 and read entries/s; then, cold and warm, (b)/(a) (target >= 0.5 for appends and reads), (c)/(a)
-(target >= 1.0) and (e)/(d) (target >= 0.9).
+(target >= 1.0), (e)/(d) and (f)/(d) (target >= 0.9).
 
     python bench/interop.py [--seconds 20] [--warmup 10] [--window 1000] [--single 300] [--only c ...]
 
@@ -52,7 +53,7 @@ from bookie.testing.zookeeper_server import ZooKeeperServer
 ENTRY_SIZE = 1024
 ENSEMBLE, WRITE_QUORUM, ACK_QUORUM = 3, 3, 2
 BATCH, BATCHES_IN_FLIGHT = 256, 8
-TARGETS = {"b": ("a", 0.5), "c": ("a", 1.0), "e": ("d", 0.9)}  # contender: (its baseline, target ratio)
+TARGETS = {"b": ("a", 0.5), "c": ("a", 1.0), "e": ("d", 0.9), "f": ("d", 0.9)}  # contender: (baseline, target)
 # The Java bookies get more memory than the interop tests give them: a 20 s phase writes ~1 GB to each, and
 # DbLedgerStorage's write cache (a quarter of the direct memory) must absorb it between flushes.
 BENCH_BOOKIE_JAVA_OPTS = "-Xms512m -Xmx512m -XX:MaxDirectMemorySize=1g -XX:+UseSerialGC"
@@ -87,11 +88,12 @@ def java_client(cluster: RealBookKeeper, uri: str, args) -> Result:
                   Figures(warm["entries_s"], None, warm["single_p50_ms"], warm["read_entries_s"]))
 
 
-def this_client(uri: str, args, native: bool = False) -> Result:
+def this_client(uri: str, args, native: bool = False, v2_adds: bool = False) -> Result:
     """The same phases with this project's client (bookie.client.benchmark, as ``bk bench``); with
-    ``native``, over BookKeeper's native protocol to bookies that also offer gRPC."""
+    ``native``, over BookKeeper's native protocol to bookies that also offer gRPC; with ``v2_adds``, its
+    adds in v2 (``useV2WireProtocol``)."""
     shape = (ENTRY_SIZE, ENSEMBLE, WRITE_QUORUM, ACK_QUORUM)
-    with BookKeeper(uri, bookieProtocol="native" if native else "auto") as bk:
+    with BookKeeper(uri, bookieProtocol="native" if native else "auto", useV2WireProtocol=v2_adds) as bk:
         cold = benchmark.write_throughput(bk, args.seconds, *shape, in_flight=args.window)
         cold_read, _, cold_read_s = benchmark.read_throughput(bk, cold.ledger_ids[0])
         benchmark.write_throughput(bk, args.warmup, *shape, in_flight=args.window)
@@ -101,7 +103,7 @@ def this_client(uri: str, args, native: bool = False) -> Result:
         entries, _, read_s = benchmark.read_throughput(bk, window.ledger_ids[0])
         transports = {type(client) for client in bk._clients.values()}
         if native and transports != {NativeBookieClient}:
-            raise RuntimeError(f"contender (e) used {transports}, not only the native protocol")
+            raise RuntimeError(f"a native contender used {transports}, not only the native protocol")
     return Result(Figures(cold.rate, None, None, cold_read / cold_read_s),
                   Figures(window.rate, batched.rate, single.percentile(50), entries / read_s))
 
@@ -171,7 +173,7 @@ def run_one(key: str, args, base: str, zookeeper: ZooKeeperServer) -> Result | s
             java.stop()
     with LocalBookKeeper(3, base_dir=where, zookeeper=zookeeper, root=f"/ledgers-{key}") as ours:
         if key != "c":
-            return this_client(ours.metadata_service_uri, args, native=key == "e")
+            return this_client(ours.metadata_service_uri, args, native=key in ("e", "f"), v2_adds=key == "f")
         if not serves_native(ours):
             return "bk bookie does not serve the native protocol yet"
         # The Java tools only; no Java bookie is started on this root.
@@ -185,6 +187,7 @@ CONTENDERS = {
     "c": "(c) Java client  -> our bookies (v3)",
     "d": "(d) this client  -> our bookies (gRPC)",
     "e": "(e) this client  -> our bookies (v3)",
+    "f": "(f) this client  -> our bookies (v2 adds)",
 }
 
 

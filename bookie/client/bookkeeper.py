@@ -46,16 +46,17 @@ _STOP = object()
 
 
 def make_bookie_client(bookie_id: str, info: BookieServiceInfo | None, timeout: float,
-                       protocol: str = AUTO) -> BookieClient | NativeBookieClient:
+                       protocol: str = AUTO, use_v2: bool = False) -> BookieClient | NativeBookieClient:
     """gRPC at the registered ``grpc`` endpoint if the bookie offers one (and ``protocol`` is not
     ``native``); otherwise BookKeeper's native protocol at its registered ``bookie-rpc`` endpoint
     (DefaultBookieAddressResolver), or at the bookie id when it lists none or is not registered (the legacy
-    resolution: how an older stock bookie is reached). Either client names ``bookie_id`` to the bookie it
-    finds there, which refuses if it is another one."""
+    resolution: how an older stock bookie is reached), its adds in v2 with ``use_v2`` (useV2WireProtocol).
+    Either client names ``bookie_id`` to the bookie it finds there, which refuses if it is another one."""
     endpoint = info.endpoint(GRPC) if info is not None and protocol != NATIVE else None
     if endpoint is not None:
         return BookieClient(bookie_id, timeout, address=endpoint.address)
-    return NativeBookieClient(bookie_id, timeout, address=info.native_address(bookie_id) if info else bookie_id)
+    return NativeBookieClient(bookie_id, timeout, address=info.native_address(bookie_id) if info else bookie_id,
+                              use_v2=use_v2)
 
 
 def as_ledger_id(ledger, scope_id: int = 0) -> LedgerId:
@@ -157,13 +158,15 @@ class BookKeeper:
             if bookie in self._clients:
                 return self._clients[bookie]
             if info is not None:
-                client = self._clients[bookie] = make_bookie_client(bookie, info, self.conf.readTimeout,
-                                                                    self.conf.bookieProtocol)
+                client = self._clients[bookie] = self._make_client(bookie, info)
                 return client
-            guessed = (self._guessed.get(bookie, (None, 0.0))[0]
-                       or make_bookie_client(bookie, None, self.conf.readTimeout, self.conf.bookieProtocol))
+            guessed = self._guessed.get(bookie, (None, 0.0))[0] or self._make_client(bookie, None)
             self._guessed[bookie] = (guessed, time.monotonic() + UNREGISTERED_RECHECK)
             return guessed
+
+    def _make_client(self, bookie: str, info: BookieServiceInfo | None) -> BookieClient | NativeBookieClient:
+        return make_bookie_client(bookie, info, self.conf.readTimeout, self.conf.bookieProtocol,
+                                  self.conf.useV2WireProtocol)
 
     def speaks_grpc(self, bookie: str) -> bool:
         return isinstance(self.bookie_client(bookie), BookieClient)

@@ -43,6 +43,8 @@ class ClientConfiguration:
     nettyMaxFrameSizeBytes: int = 5 * 1024 * 1024  # the largest message a bookie takes (same key as the bookie's)
     allocatorPoolingPolicy: str = POOLED_DIRECT  # see POOLING_POLICIES
     bookieProtocol: str = AUTO  # see BOOKIE_PROTOCOLS
+    useV2WireProtocol: bool = False  # native-protocol bookies: adds as v2 ADDENTRY (no protobuf; as Pulsar runs
+    #   BookKeeper's client), on a connection of their own; the other requests stay v3, range reads are v2 batch reads
 
     def __post_init__(self) -> None:
         if self.allocatorPoolingPolicy not in POOLING_POLICIES:

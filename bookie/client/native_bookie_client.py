@@ -11,7 +11,10 @@ The native protocol has no batched add and no range read, so ``add`` of a framed
 AddRequest per entry (serialized by hand from the batch's constant parts, consecutive txnIds, written
 together; the entries share one in-flight record, no Future each, and the answers one read brings are
 counted under one lock) and answers the batch as the gRPC bookie would (one
-AddResponse: first/last entry id, count, the first failing status). ``read_entries`` yields
+AddResponse: first/last entry id, count, the first failing status). With ``use_v2`` (the client's
+``useV2WireProtocol``, as Pulsar runs BookKeeper's client) the adds are v2 ADDENTRY requests instead, on a
+connection of their own: a fixed header and the master key before each entry, a fixed 24-byte answer, no
+protobuf either way; every other request stays v3. ``read_entries`` yields
 ``ReadRangeResponse``s shaped like the gRPC bookie's stream: a contiguous range by BookKeeper 4.17's
 batch reads (``batched_read``: v2 BATCH_READ_ENTRY on sockets of their own, kept for reuse) while the
 bookie holds every entry, then (a striped range, or from the first absent entry on) pipelined
@@ -41,11 +44,12 @@ from concurrent.futures import Future
 from typing import Callable, Iterator
 
 from bookie.client.batched_read import BatchedRangeRead, BatchedReadChannel
-from bookie.client.native_connection import ChannelConnection, PendingAddBatch, PendingCall
+from bookie.client.native_connection import ChannelConnection, PendingAddBatch, PendingCall, v2_add_answer
 from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException, BKException,
                                BKIncorrectParameterException, BKTimeoutException, BKWrongBookieException)
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
+from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import entry_format, status
@@ -85,12 +89,14 @@ def _converter(field: str, out_type, copied: tuple[str, ...], **fixed) -> Callab
 
 class NativeBookieClient:
     def __init__(self, bookie_id: str, timeout: float = 5.0, address: str | None = None,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, use_v2: bool = False):
         self.bookie_id = bookie_id
         self.address = address or bookie_id
         self.check_id = address is not None  # resolved from a registration: the bookie there must be bookie_id
         self.timeout = timeout
         self.max_frame_size = max_frame_size
+        self.use_v2 = use_v2  # adds as v2 ADDENTRY (useV2WireProtocol)
+        self._v2_connection: ChannelConnection | None = None
         self._next_txn = 1
         self._txn_lock = threading.Lock()
         self._deferred = threading.local()  # requests held back by _written_together on this thread
@@ -106,20 +112,36 @@ class NativeBookieClient:
                 raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
             if self._connection is not None and self._connection.broken is None:
                 return self._connection
-            host, _, port = self.address.rpartition(":")
             wait = min(self.timeout, CONNECT_TIMEOUT)
-            try:
-                sock = socket.create_connection((host, int(port)), timeout=wait)
-            except (OSError, ValueError) as exc:
-                raise BKBookieHandleNotAvailableException(
-                    f"bookie {self.bookie_id} is not reachable at {self.address} ({exc})") from None
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(None)
-            connection = ChannelConnection(self.bookie_id, self.max_frame_size, sock)
+            connection = ChannelConnection(self.bookie_id, self.max_frame_size, self._open_socket(wait))
             if self.check_id:
                 self._check_bookie_id(connection, wait)
             self._connection = connection
             return connection
+
+    def _connect_v2(self) -> ChannelConnection:
+        """The connection v2 adds go on. A v2 request cannot name a bookie id: it is opened only once the v3
+        connection found the bookie at the address to be ``bookie_id``."""
+        if self.check_id:
+            self._connect()
+        with self._lock:
+            if self._closed:
+                raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
+            if self._v2_connection is None or self._v2_connection.broken is not None:
+                sock = self._open_socket(min(self.timeout, CONNECT_TIMEOUT))
+                self._v2_connection = ChannelConnection(self.bookie_id, self.max_frame_size, sock, v2_add_answer)
+            return self._v2_connection
+
+    def _open_socket(self, wait: float) -> socket.socket:
+        host, _, port = self.address.rpartition(":")
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=wait)
+        except (OSError, ValueError) as exc:
+            raise BKBookieHandleNotAvailableException(
+                f"bookie {self.bookie_id} is not reachable at {self.address} ({exc})") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)
+        return sock
 
     def _check_bookie_id(self, connection: ChannelConnection, wait: float) -> None:
         """Ask the new connection's bookie whether it is ``bookie_id`` (see the module's docstring); close it
@@ -167,14 +189,15 @@ class NativeBookieClient:
             header.priority = priority
         return txn, request
 
-    def _submit(self, requests: list[tuple[int, bytes, PendingCall | PendingAddBatch]]) -> None:
-        """Send on the connection, reconnecting once if it broke since it was last used."""
-        held = getattr(self._deferred, "requests", None)
+    def _submit(self, requests: list[tuple[object, bytes, PendingCall | PendingAddBatch]], v2_adds: bool = False) -> None:
+        """Send on the connection (the v2 one for ``v2_adds``), reconnecting once if it broke since it was
+        last used."""
+        held = None if v2_adds else getattr(self._deferred, "requests", None)
         if held is not None:
             held.extend(requests)
             return
         for attempt in (1, 2):
-            connection = self._connect()  # a bookie that is another one raises here: not retried
+            connection = self._connect_v2() if v2_adds else self._connect()  # another bookie raises: not retried
             try:
                 connection.send(requests)
                 return
@@ -216,6 +239,8 @@ class NativeBookieClient:
         parts = [entries] if isinstance(entries, (bytes, bytearray, memoryview)) else entries
         bodies = [body for part in parts for body in entry_format.iter_frames(part)]
         ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
+        if self.use_v2:
+            return self._add_v2(ledger, lid, master_key, bodies, ids, recovery)
         first_txn = self._txns(len(ids))
         batch = PendingAddBatch(ledger, ids, first_txn)
         if not bodies:
@@ -226,6 +251,21 @@ class NativeBookieClient:
         requests = [(txn, encode(txn, entry_id, body), batch)
                     for txn, entry_id, body in zip(itertools.count(first_txn), ids, bodies)]
         self._submit(requests)
+        return batch.future
+
+    def _add_v2(self, ledger: LedgerId, lid: int, master_key: bytes, bodies: list, ids: list[int],
+                recovery: bool) -> Future:
+        """``add`` as v2 ADDENTRY requests: each is the batch's constant head, then the entry."""
+        if len(master_key) != v2.MASTER_KEY_LENGTH:
+            raise BKIncorrectParameterException(
+                f"a v2 add carries a master key of {v2.MASTER_KEY_LENGTH} bytes, not {len(master_key)}: "
+                "useV2WireProtocol needs a key made from a password, as BookKeeper's client makes it")
+        batch = PendingAddBatch(ledger, ids, v2_keys=True)
+        if not bodies:
+            batch.future.set_result(batch.response)
+            return batch.future
+        head = v2.add_request_head(master_key, recovery)
+        self._submit([((lid, entry_id), head + body, batch) for entry_id, body in zip(ids, bodies)], v2_adds=True)
         return batch.future
 
     # -- reads ---------------------------------------------------------------------------------------
@@ -387,9 +427,11 @@ class NativeBookieClient:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            connection, self._connection = self._connection, None
+            connections = (self._connection, self._v2_connection)
+            self._connection = self._v2_connection = None
             idle, self._idle_batch_channels = self._idle_batch_channels, []
-        if connection is not None:
-            connection.close()
+        for connection in connections:
+            if connection is not None:
+                connection.close()
         for channel in idle:
             channel.close()

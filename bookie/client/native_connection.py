@@ -1,7 +1,13 @@
 """The connection under a NativeBookieClient (BookKeeper's PerChannelBookieClient channel): one socket,
-the write queue flushed with one ``sendall`` per turn, the requests in flight by txnId, and the reader
+the write queue flushed with one ``sendall`` per turn, the requests in flight by key, and the reader
 thread that answers them (``PendingCall``: one request and its Future; ``PendingAddBatch``: the
 per-entry AddRequests of one framed batch, answered together) and expires those past their deadline.
+
+A connection speaks one version of the protocol, as a Java client's channel does. v3 (``v3_answer``):
+requests and answers are matched by txnId. v2 (``v2_add_answer``, adds only, with
+``useV2WireProtocol``): an answer names only its ledger and entry, so requests are matched by
+(ledger id, entry id), as PerChannelBookieClient's v2 completion keys; the same entry sent again before
+its answer waits behind the first.
 """
 from __future__ import annotations
 
@@ -11,12 +17,15 @@ import socket
 import threading
 import time
 from concurrent.futures import Future
-from typing import Callable
+from collections import deque
+from typing import Callable, Hashable
 
 from google.protobuf.message import DecodeError
 
-from bookie.exceptions import BKBookieHandleNotAvailableException, BKClientClosedException, BKTimeoutException
+from bookie.exceptions import (BadRequestException, BKBookieHandleNotAvailableException, BKClientClosedException,
+                               BKTimeoutException)
 from bookie.ledger_id import LedgerId
+from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import status
@@ -54,32 +63,52 @@ class PendingCall:
             self.future.set_exception(error)
 
 
-class ChannelConnection:
-    """One socket: the write queue, the in-flight requests by txnId, the reader thread."""
+def v3_answer(frame: bytes) -> tuple[int, v3.Response]:
+    """A v3 answer and its key, its txnId."""
+    response = v3.Response()
+    response.ParseFromString(frame)
+    return response.header.txnId, response
 
-    def __init__(self, bookie_id: str, max_frame_size: int, sock: socket.socket):
+
+def v2_add_answer(frame: bytes) -> tuple[tuple[int, int], int]:
+    """A v2 ADDENTRY answer: its key (ledger id, entry id) and its code as a v3 status."""
+    rc, ledger_id, entry_id = v2.decode_add_response(frame)
+    return (ledger_id, entry_id), v2.to_v3_status(rc)
+
+
+class ChannelConnection:
+    """One socket: the write queue, the in-flight requests by key, the reader thread. ``answer_of`` turns a
+    received frame into (key, answer): ``v3_answer`` or ``v2_add_answer``."""
+
+    def __init__(self, bookie_id: str, max_frame_size: int, sock: socket.socket,
+                 answer_of: Callable[[bytes], tuple[Hashable, object]] = v3_answer):
         self.bookie_id = bookie_id
         self.max_frame_size = max_frame_size
         self.sock = sock
+        self.answer_of = answer_of
         self.lock = threading.Lock()
-        self.pending: dict[int, PendingCall | PendingAddBatch] = {}
-        self.deadlines: dict[int, float] = {}  # txn -> deadline, of the requests that have one (not adds)
+        self.pending: dict[Hashable, PendingCall | PendingAddBatch] = {}
+        self.waiting: dict[Hashable, deque] = {}  # v2: requests whose key was already in flight, in order
+        self.deadlines: dict[Hashable, float] = {}  # key -> deadline, of the requests that have one (not adds)
         self.queued: list[bytes] = []  # frame headers and payloads, joined by the flush
         self.flushing = False
         self.broken: Exception | None = None
         self.thread = threading.Thread(target=self._receive, name=f"bookie-rpc-{bookie_id}", daemon=True)
         self.thread.start()
 
-    def send(self, requests: list[tuple[int, bytes, PendingCall | PendingAddBatch]]) -> None:
+    def send(self, requests: list[tuple[Hashable, bytes, PendingCall | PendingAddBatch]]) -> None:
         """Register and queue serialized requests; flush unless another thread is flushing."""
         with self.lock:
             if self.broken is not None:
                 raise self.broken
             queued, pending, deadlines = self.queued, self.pending, self.deadlines
-            for txn, payload, handler in requests:
-                pending[txn] = handler
+            for key, payload, handler in requests:
+                if key in pending:  # v2 only (a txnId is never reused): answered after the one in flight
+                    self.waiting.setdefault(key, deque()).append(handler)
+                else:
+                    pending[key] = handler
                 if handler.deadline is not None:
-                    deadlines[txn] = handler.deadline
+                    deadlines[key] = handler.deadline
                 queued.append(FRAME_HEADER.pack(len(payload)))
                 queued.append(payload)
             if self.flushing:
@@ -114,32 +143,35 @@ class ChannelConnection:
                 if self.deadlines and time.monotonic() >= next_check:
                     self._expire()
                     next_check = time.monotonic() + TIMEOUT_CHECK
-        except (OSError, FrameTooLargeException, DecodeError) as exc:
+        except (OSError, FrameTooLargeException, DecodeError, BadRequestException) as exc:
             self.fail(BKBookieHandleNotAvailableException(f"connection to bookie {self.bookie_id} lost: {exc}"))
 
     def _complete(self, frames: list[bytes]) -> None:
         """Answer the requests of what one read brought (the map is locked once for all of them); a frame
         that does not parse ends the connection after the answers before it."""
-        responses = []
+        answers = []
+        answer_of = self.answer_of
         try:
             for frame in frames:
-                response = v3.Response()
-                response.ParseFromString(frame)
-                responses.append(response)
+                answers.append(answer_of(frame))
         finally:
-            self._answer(responses)
+            self._answer(answers)
 
-    def _answer(self, responses: list[v3.Response]) -> None:
+    def _answer(self, answers: list[tuple[Hashable, object]]) -> None:
         with self.lock:
-            pending, deadlines = self.pending, self.deadlines
+            pending, deadlines, waiting = self.pending, self.deadlines, self.waiting
             answered = []
-            for response in responses:
-                txn = response.header.txnId
-                handler = pending.pop(txn, None)
+            for key, response in answers:
+                handler = pending.pop(key, None)
                 if handler is not None:  # None: timed out earlier
                     if deadlines:
-                        deadlines.pop(txn, None)
-                    answered.append((txn, response, handler))
+                        deadlines.pop(key, None)
+                    if waiting and key in waiting:
+                        queue = waiting[key]
+                        pending[key] = queue.popleft()
+                        if not queue:
+                            del waiting[key]
+                    answered.append((key, response, handler))
         bookie_id = self.bookie_id
         i, n = 0, len(answered)
         while i < n:
@@ -172,14 +204,14 @@ class ChannelConnection:
         with self.lock:
             if self.broken is None:
                 self.broken = error
-            pending, self.pending = self.pending, {}
-            self.deadlines = {}
+            handlers = [*self.pending.values(), *(h for queue in self.waiting.values() for h in queue)]
+            self.pending, self.waiting, self.deadlines = {}, {}, {}
             self.queued = []
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        for handler in {id(h): h for h in pending.values()}.values():  # a batch's entries share one handler
+        for handler in {id(h): h for h in handlers}.values():  # a batch's entries share one handler
             handler.fail(error)
 
     def close(self) -> None:
@@ -189,15 +221,24 @@ class ChannelConnection:
         self.sock.close()
 
 
+def _v3_add_status(response: v3.Response) -> int:
+    """An AddRequest's answer: the add's status, else the header's (as BookKeeper's bookie answers a request
+    it cannot parse)."""
+    add = response.addResponse if response.HasField("addResponse") else None
+    return add.status if add is not None and add.HasField("status") else response.status
+
+
 class PendingAddBatch:
-    """The entries of one framed batch, sent as AddRequests with consecutive txnIds from ``first_txn``,
-    answered as one AddResponse when every entry is answered (or failed as a whole by the transport)."""
+    """The entries of one framed batch, sent as AddRequests (v3: consecutive txnIds from ``first_txn``; v2:
+    keyed by (ledger id, entry id), each answer already its status), answered as one AddResponse when
+    every entry is answered (or failed as a whole by the transport)."""
     deadline = None  # no deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream
 
-    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0):
+    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0, v2_keys: bool = False):
         self.future: Future = Future()
         self.entry_ids = entry_ids
         self.first_txn = first_txn
+        self.v2_keys = v2_keys
         first, last = (entry_ids[0], entry_ids[-1]) if entry_ids else (-1, -1)
         self.response = pb.AddResponse(status=status.EOK, ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
                                        firstEntryId=first, lastEntryId=last, entryCount=len(entry_ids))
@@ -205,34 +246,24 @@ class PendingAddBatch:
         self.settled = False
         self.lock = threading.Lock()
 
-    def answer(self, txn: int, response: v3.Response, bookie_id: str = "") -> None:
-        """Entry ``txn - first_txn``'s answer: the add's status, else the header's (as BookKeeper's bookie
-        answers a request it cannot parse)."""
-        add = response.addResponse if response.HasField("addResponse") else None
-        code = add.status if add is not None and add.HasField("status") else response.status
-        with self.lock:
-            self.remaining -= 1
-            if code != status.EOK and self.response.status == status.EOK:
-                self.response.status = code
-                self.response.message = f"entry {self.entry_ids[txn - self.first_txn]}: {status.name_of(code)}"
-            finished = self.remaining == 0
-        if finished:
-            self._settle(None)
+    def answer(self, key, response, bookie_id: str = "") -> None:
+        """One entry's answer (``key`` and ``response`` as its connection gives them)."""
+        self.answer_many([(key, response, self)])
 
-    def answer_many(self, answers: list[tuple[int, v3.Response, object]]) -> None:
-        """``answer`` for several of the batch's entries: (txn, response, this batch) each."""
+    def answer_many(self, answers: list[tuple[Hashable, object, object]]) -> None:
+        """The answers of several of the batch's entries: (key, response, this batch) each."""
         failed = None
-        for txn, response, _ in answers:
-            add = response.addResponse if response.HasField("addResponse") else None
-            code = add.status if add is not None and add.HasField("status") else response.status
+        for key, response, _ in answers:
+            code = response if self.v2_keys else _v3_add_status(response)
             if code != status.EOK and failed is None:
-                failed = (txn, code)
+                failed = (key, code)
         with self.lock:
             self.remaining -= len(answers)
             if failed is not None and self.response.status == status.EOK:
-                txn, code = failed
+                key, code = failed
+                entry_id = key[1] if self.v2_keys else self.entry_ids[key - self.first_txn]
                 self.response.status = code
-                self.response.message = f"entry {self.entry_ids[txn - self.first_txn]}: {status.name_of(code)}"
+                self.response.message = f"entry {entry_id}: {status.name_of(code)}"
             finished = self.remaining == 0
         if finished:
             self._settle(None)

@@ -288,6 +288,25 @@ def encode_add_response(version: int, rc: int, ledger_id: int, entry_id: int) ->
     return _RESPONSE.pack(pack_header(version, ADDENTRY), rc, ledger_id, entry_id)
 
 
+def add_request_head(master_key: bytes, recovery: bool = False) -> bytes:
+    """What every v2 ADDENTRY request of one ledger starts with (its header and master key): the request is
+    this, then the entry (the client's hot path; ``encode_request`` of a ParsedAddRequest gives the same
+    bytes). A recovery add is also of high priority, as BookKeeper's PendingAddOp sends it."""
+    flags = FLAG_RECOVERY_ADD | FLAG_HIGH_PRIORITY if recovery else FLAG_NONE
+    return HEADER.pack(pack_header(CURRENT_PROTOCOL_VERSION, ADDENTRY, flags)) + _master_key(master_key)
+
+
+def decode_add_response(payload: bytes) -> tuple[int, int, int]:
+    """(rc, ledger id, entry id) of a v2 ADDENTRY answer (the client's hot path); BadRequestException for
+    anything else."""
+    if len(payload) != RESPONSE_HEADERS_SIZE:
+        raise BadRequestException(f"a v2 ADDENTRY answer is {RESPONSE_HEADERS_SIZE} bytes, got {len(payload)}")
+    header, rc, ledger_id, entry_id = _RESPONSE.unpack(payload)
+    if unpack_header(header)[1] != ADDENTRY:
+        raise BadRequestException(f"not a v2 ADDENTRY answer (header {header:#x})")
+    return rc, ledger_id, entry_id
+
+
 def encode_response(response: V2Response) -> bytes:
     """The payload of a v2 response (ResponseEnDeCoderPreV3.encode)."""
     if isinstance(response, AuthResponse):

@@ -105,6 +105,24 @@ def test_java_client_verifies_what_this_client_writes(java_cluster, bk):
     java_cluster.client("verify", str(mac.ledger_id), "300", "--entry-size", "1000", "--password", "secret")
 
 
+def test_java_bookies_take_this_clients_v2_adds_and_fence_them(java_cluster):
+    """useV2WireProtocol: the adds go as v2 ADDENTRY, which a Java bookie stores as the Java client's; after a
+    recovery open the next v2 add is refused as fenced."""
+    from bookie.exceptions import BKLedgerFencedException
+    v2 = BookKeeper(java_cluster.metadata_service_uri, {"useV2WireProtocol": True, "addEntryTimeout": 5.0})
+    try:
+        lh = v2.create_ledger(ensemble_size=3, write_quorum=2, ack_quorum=2, password=b"pw")
+        lh.append_batch([payload(i) for i in range(1000)]).result()
+        assert {c._v2_connection is not None for c in v2._clients.values()} == {True}
+        java_cluster.client("verify", str(lh.ledger_id), "1000", "--password", "pw")
+        entries, _ = read_all(v2, lh.ledger_id, recovery=True, password=b"pw")
+        assert entries == [payload(i) for i in range(1000)]
+        with pytest.raises(BKLedgerFencedException):
+            lh.append(payload(1000))
+    finally:
+        v2.close()
+
+
 def test_a_scoped_ledger_is_refused_on_native_only_bookies(bk):
     with pytest.raises(BKNotEnoughBookiesException, match="only on the gRPC path"):
         bk.create_ledger(ensemble_size=3, write_quorum=2, ack_quorum=2, scope_id=7)
