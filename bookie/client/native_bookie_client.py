@@ -44,7 +44,8 @@ from concurrent.futures import Future
 from typing import Callable, Iterator
 
 from bookie.client.batched_read import BatchedRangeRead, BatchedReadChannel
-from bookie.client.native_connection import ChannelConnection, PendingAddBatch, PendingCall, v2_add_answer
+from bookie.client.native_connection import (ChannelConnection, PendingAddBatch, PendingCall, v2_add_answer,
+                                             v2_add_answers)
 from bookie.exceptions import (BKBookieHandleNotAvailableException, BKClientClosedException, BKException,
                                BKIncorrectParameterException, BKTimeoutException, BKWrongBookieException)
 from bookie.ledger_id import LedgerId
@@ -52,15 +53,16 @@ from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
-from bookie.proto import entry_format, status
+from bookie.proto import entry_format, status, v2_add_columns
 from bookie.proto.v3_hand_encoding import V3AddRequestEncoder
-from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE
+from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 2.0  # seconds; as BookieClient: a writer should move on to another bookie soon
 DEFAULT_HIGH_PRIORITY_VALUE = 100  # PerChannelBookieClient: recovery adds and fencing reads
 READ_WINDOW = 512  # single-entry reads a range read keeps in flight
+_V2_REQUESTS = v2_add_columns.RecentRequests()  # a batch sent to several bookies is encoded once
 DEFAULT_RANGE_BYTES = 4 << 20  # bytes of entries per ReadRangeResponse when the caller names none
 
 
@@ -129,7 +131,8 @@ class NativeBookieClient:
                 raise BKClientClosedException(f"client of bookie {self.bookie_id} is closed")
             if self._v2_connection is None or self._v2_connection.broken is not None:
                 sock = self._open_socket(min(self.timeout, CONNECT_TIMEOUT))
-                self._v2_connection = ChannelConnection(self.bookie_id, self.max_frame_size, sock, v2_add_answer)
+                self._v2_connection = ChannelConnection(self.bookie_id, self.max_frame_size, sock, v2_add_answer,
+                                                        v2_add_answers)
             return self._v2_connection
 
     def _open_socket(self, wait: float) -> socket.socket:
@@ -189,15 +192,14 @@ class NativeBookieClient:
             header.priority = priority
         return txn, request
 
-    def _submit(self, requests: list[tuple[object, bytes, PendingCall | PendingAddBatch]], v2_adds: bool = False) -> None:
-        """Send on the connection (the v2 one for ``v2_adds``), reconnecting once if it broke since it was
-        last used."""
-        held = None if v2_adds else getattr(self._deferred, "requests", None)
+    def _submit(self, requests: list[tuple[int, bytes, PendingCall | PendingAddBatch]]) -> None:
+        """Send on the connection, reconnecting once if it broke since it was last used."""
+        held = getattr(self._deferred, "requests", None)
         if held is not None:
             held.extend(requests)
             return
         for attempt in (1, 2):
-            connection = self._connect_v2() if v2_adds else self._connect()  # another bookie raises: not retried
+            connection = self._connect()  # a bookie that is another one raises here: not retried
             try:
                 connection.send(requests)
                 return
@@ -237,10 +239,10 @@ class NativeBookieClient:
         one AddRequest each; the future gets one AddResponse."""
         lid = native_ledger_id(self.bookie_id, ledger)
         parts = [entries] if isinstance(entries, (bytes, bytearray, memoryview)) else entries
+        if self.use_v2:
+            return self._add_v2(ledger, lid, master_key, parts, recovery)
         bodies = [body for part in parts for body in entry_format.iter_frames(part)]
         ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
-        if self.use_v2:
-            return self._add_v2(ledger, lid, master_key, bodies, ids, recovery)
         first_txn = self._txns(len(ids))
         batch = PendingAddBatch(ledger, ids, first_txn)
         if not bodies:
@@ -253,19 +255,38 @@ class NativeBookieClient:
         self._submit(requests)
         return batch.future
 
-    def _add_v2(self, ledger: LedgerId, lid: int, master_key: bytes, bodies: list, ids: list[int],
-                recovery: bool) -> Future:
-        """``add`` as v2 ADDENTRY requests: each is the batch's constant head, then the entry."""
+    def _add_v2(self, ledger: LedgerId, lid: int, master_key: bytes, parts: list, recovery: bool) -> Future:
+        """``add`` as v2 ADDENTRY requests: each is the batch's constant head, then the entry; a part whose
+        entries have one size is encoded as columns (v2_add_columns)."""
         if len(master_key) != v2.MASTER_KEY_LENGTH:
             raise BKIncorrectParameterException(
                 f"a v2 add carries a master key of {v2.MASTER_KEY_LENGTH} bytes, not {len(master_key)}: "
                 "useV2WireProtocol needs a key made from a password, as BookKeeper's client makes it")
+        head = v2.add_request_head(master_key, recovery)
+        ids: list[int] = []
+        blocks: list[bytes] = []  # the requests, framed
+        for part in parts:
+            encoded = _V2_REQUESTS.encode(head, part)
+            if encoded is not None:
+                block, part_ids = encoded
+                ids += part_ids
+            else:
+                bodies = list(entry_format.iter_frames(part))
+                ids += [entry_format.peek_ids(body, 0)[2] for body in bodies]
+                block = b"".join(FRAME_HEADER.pack(len(head) + len(body)) + head + body for body in bodies)
+            blocks.append(block)
         batch = PendingAddBatch(ledger, ids, v2_keys=True)
-        if not bodies:
+        if not ids:
             batch.future.set_result(batch.response)
             return batch.future
-        head = v2.add_request_head(master_key, recovery)
-        self._submit([((lid, entry_id), head + body, batch) for entry_id, body in zip(ids, bodies)], v2_adds=True)
+        keys = [(lid, entry_id) for entry_id in ids]
+        for attempt in (1, 2):  # reconnecting once if the connection broke since it was last used, as _submit
+            try:
+                self._connect_v2().send_block(keys, blocks, batch)
+                break
+            except BKBookieHandleNotAvailableException:
+                if attempt == 2:
+                    raise
         return batch.future
 
     # -- reads ---------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import threading
 import time
 from concurrent.futures import Future
 from collections import deque
+from itertools import repeat
 from typing import Callable, Hashable
 
 from google.protobuf.message import DecodeError
@@ -28,13 +29,14 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
-from bookie.proto import status
-from bookie.proto.native_frames import FRAME_HEADER, FrameDecoder, FrameTooLargeException
+from bookie.proto import status, v2_add_columns
+from bookie.proto.native_frames import FRAME_HEADER, FrameDecoder, FrameRun, FrameTooLargeException
 
 log = logging.getLogger(__name__)
 
 RECEIVE_SIZE = 1 << 20
 TIMEOUT_CHECK = 0.2  # seconds: how often the reader thread looks for requests past their deadline
+MIN_ANSWER_RUN = 8  # same-size answers decoded as one run (a protocol with a columnar decoder) from this many on
 
 
 class PendingCall:
@@ -76,16 +78,25 @@ def v2_add_answer(frame: bytes) -> tuple[tuple[int, int], int]:
     return (ledger_id, entry_id), v2.to_v3_status(rc)
 
 
+def v2_add_answers(run: FrameRun) -> list[tuple[tuple[int, int], int]]:
+    """``v2_add_answer`` of a run of answers, decoded as columns (v2_add_columns)."""
+    rcs, ledgers, entries = v2_add_columns.decode_add_answers(run.block, run.payload_size, run.count)
+    codes = [v2.to_v3_status(rc) for rc in rcs.tolist()] if rcs.any() else [status.EOK] * run.count
+    return list(zip(zip(ledgers.tolist(), entries.tolist()), codes))
+
+
 class ChannelConnection:
     """One socket: the write queue, the in-flight requests by key, the reader thread. ``answer_of`` turns a
     received frame into (key, answer): ``v3_answer`` or ``v2_add_answer``."""
 
     def __init__(self, bookie_id: str, max_frame_size: int, sock: socket.socket,
-                 answer_of: Callable[[bytes], tuple[Hashable, object]] = v3_answer):
+                 answer_of: Callable[[bytes], tuple[Hashable, object]] = v3_answer,
+                 answers_of: Callable[[FrameRun], list[tuple[Hashable, object]]] | None = None):
         self.bookie_id = bookie_id
         self.max_frame_size = max_frame_size
         self.sock = sock
         self.answer_of = answer_of
+        self.answers_of = answers_of  # runs of same-size answers, if the protocol has a columnar decoder
         self.lock = threading.Lock()
         self.pending: dict[Hashable, PendingCall | PendingAddBatch] = {}
         self.waiting: dict[Hashable, deque] = {}  # v2: requests whose key was already in flight, in order
@@ -101,19 +112,44 @@ class ChannelConnection:
         with self.lock:
             if self.broken is not None:
                 raise self.broken
-            queued, pending, deadlines = self.queued, self.pending, self.deadlines
+            queued = self.queued
             for key, payload, handler in requests:
-                if key in pending:  # v2 only (a txnId is never reused): answered after the one in flight
-                    self.waiting.setdefault(key, deque()).append(handler)
-                else:
-                    pending[key] = handler
-                if handler.deadline is not None:
-                    deadlines[key] = handler.deadline
+                self._register(key, handler)
                 queued.append(FRAME_HEADER.pack(len(payload)))
                 queued.append(payload)
             if self.flushing:
                 return
             self.flushing = True
+        self._flush()
+
+    def send_block(self, keys: list[Hashable], blocks: list[bytes], handler: PendingAddBatch) -> None:
+        """``send`` of one handler's requests already framed, back to back in ``blocks``, ``keys`` in their
+        order."""
+        with self.lock:
+            if self.broken is not None:
+                raise self.broken
+            if self.pending.keys().isdisjoint(keys):  # none in flight already: registered in one pass
+                self.pending.update(dict.fromkeys(keys, handler))
+            else:
+                for key in keys:
+                    self._register(key, handler)
+            self.queued += blocks
+            if self.flushing:
+                return
+            self.flushing = True
+        self._flush()
+
+    def _register(self, key: Hashable, handler: PendingCall | PendingAddBatch) -> None:
+        """A request in flight (lock held)."""
+        if key in self.pending:  # v2 only (a txnId is never reused): answered after the one in flight
+            self.waiting.setdefault(key, deque()).append(handler)
+        else:
+            self.pending[key] = handler
+        if handler.deadline is not None:
+            self.deadlines[key] = handler.deadline
+
+    def _flush(self) -> None:
+        """Write what is queued, and what queues meanwhile, until nothing is (this thread is the flusher)."""
         while True:
             with self.lock:
                 batch, self.queued = self.queued, []
@@ -139,7 +175,8 @@ class ChannelConnection:
                     data = self.sock.recv(RECEIVE_SIZE)
                     if not data:
                         raise ConnectionError("the bookie closed the connection")
-                    self._complete(decoder.feed(data))
+                    runs = self.answers_of is not None
+                    self._complete(decoder.feed_runs(data, MIN_ANSWER_RUN) if runs else decoder.feed(data))
                 if self.deadlines and time.monotonic() >= next_check:
                     self._expire()
                     next_check = time.monotonic() + TIMEOUT_CHECK
@@ -153,25 +190,33 @@ class ChannelConnection:
         answer_of = self.answer_of
         try:
             for frame in frames:
-                answers.append(answer_of(frame))
+                if type(frame) is FrameRun:
+                    answers += self.answers_of(frame)
+                else:
+                    answers.append(answer_of(frame))
         finally:
             self._answer(answers)
 
     def _answer(self, answers: list[tuple[Hashable, object]]) -> None:
         with self.lock:
             pending, deadlines, waiting = self.pending, self.deadlines, self.waiting
-            answered = []
-            for key, response in answers:
-                handler = pending.pop(key, None)
-                if handler is not None:  # None: timed out earlier
-                    if deadlines:
-                        deadlines.pop(key, None)
-                    if waiting and key in waiting:
-                        queue = waiting[key]
-                        pending[key] = queue.popleft()
-                        if not queue:
-                            del waiting[key]
-                    answered.append((key, response, handler))
+            if not deadlines and not waiting:  # adds only: their handlers taken out in one pass
+                handlers = map(pending.pop, [a[0] for a in answers], repeat(None))
+                answered = [(key, response, handler) for (key, response), handler in zip(answers, handlers)
+                            if handler is not None]
+            else:
+                answered = []
+                for key, response in answers:
+                    handler = pending.pop(key, None)
+                    if handler is not None:  # None: timed out earlier
+                        if deadlines:
+                            deadlines.pop(key, None)
+                        if waiting and key in waiting:
+                            queue = waiting[key]
+                            pending[key] = queue.popleft()
+                            if not queue:
+                                del waiting[key]
+                        answered.append((key, response, handler))
         bookie_id = self.bookie_id
         i, n = 0, len(answered)
         while i < n:
@@ -252,11 +297,8 @@ class PendingAddBatch:
 
     def answer_many(self, answers: list[tuple[Hashable, object, object]]) -> None:
         """The answers of several of the batch's entries: (key, response, this batch) each."""
-        failed = None
-        for key, response, _ in answers:
-            code = response if self.v2_keys else _v3_add_status(response)
-            if code != status.EOK and failed is None:
-                failed = (key, code)
+        codes = ((key, response if self.v2_keys else _v3_add_status(response)) for key, response, _ in answers)
+        failed = next(((key, code) for key, code in codes if code != status.EOK), None)  # the first failure
         with self.lock:
             self.remaining -= len(answers)
             if failed is not None and self.response.status == status.EOK:

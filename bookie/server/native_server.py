@@ -42,7 +42,9 @@ from bookie.proto import bookkeeper_protocol_pb2 as pb
 from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto import v3_hand_encoding as v3
-from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, FrameTooLargeException, encode_frames
+from bookie.proto import v2_add_columns
+from bookie.proto.native_frames import (DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER, FrameDecoder, FrameRun,
+                                        FrameTooLargeException)
 from bookie.server import batched_read_entry_processor
 from bookie.server.bookie import Bookie
 from bookie.server.request_processor import (DEFERRED_SYNC, MAX_STREAM_INFLIGHT, failure, read_entry, read_lac,
@@ -57,6 +59,7 @@ _ENTRY_IDS = 16  # a body's ledger id and entry id
 MAX_ADD_BATCH = 1024  # entries of one ledger handed to the Bookie as one framed batch (one journal record)
 MAX_ADD_BATCH_BYTES = 1 << 20
 MIN_RANGE_READ = 4  # plain reads of one ledger, evenly stepped ids, read as one range
+MIN_ADD_RUN = 8  # same-size v2 frames taken as one run (v2_add_columns) from this many on
 
 # The v3 operations answered here: the request field each carries, and its response field.
 _V3_FIELDS = {
@@ -109,18 +112,22 @@ class BookieRequestHandler(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        try:
-            frames = self.decoder.feed(data)
+        try:  # a v2 client's same-size frames come as runs (v2_add_columns)
+            frames = self.decoder.feed(data) if self.using_v3 else self.decoder.feed_runs(data, MIN_ADD_RUN)
         except FrameTooLargeException as exc:
             self.refuse(str(exc))
             return
+        processor = self.server.processor
         try:
             for payload in frames:
                 if self.closed:
                     return
-                self._dispatch(payload)
+                if type(payload) is FrameRun:
+                    processor.process_v2_run(self, payload)
+                else:
+                    self._dispatch(payload)
         finally:
-            self.server.processor.submit_batched(self)
+            processor.submit_batched(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -167,15 +174,19 @@ class BookieRequestHandler(asyncio.Protocol):
 
     def send(self, payload: bytes) -> None:
         """Queue an answer; the answers queued in one turn of the event loop leave in one write."""
+        self.send_framed(FRAME_HEADER.pack(len(payload)), payload)
+
+    def send_framed(self, *framed: bytes) -> None:
+        """Queue answers already framed (a run's, encoded together)."""
         if self.closed:
             return
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self.flush)
-        self._outbox.append(payload)
+        self._outbox += framed
 
     def flush(self) -> None:
         if self._outbox and not self.closed:
-            self.transport.write(encode_frames(self._outbox))
+            self.transport.write(b"".join(self._outbox))
         self._outbox.clear()
 
     def start_request(self, size: int, count: int = 1) -> None:
@@ -310,6 +321,52 @@ class BookieRequestProcessor:
             send = handler.send
             for _, answer, _ in batch:
                 send(answer(code))
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
+
+    def process_v2_run(self, handler: BookieRequestHandler, run: FrameRun) -> None:
+        """Same-size v2 frames: adds of one ledger, key and flags go to the Bookie as framed batches of at most
+        MAX_ADD_BATCH entries, answered together (v2_add_columns); anything else frame by frame."""
+        adds = v2_add_columns.scan_add_run(run.block, run.payload_size, run.count)
+        if adds is None:
+            for payload in run.payloads():
+                if not handler.closed:
+                    handler._dispatch(payload)
+            return
+        self.submit_batched(handler)  # what came before reaches the Bookie first
+        stride = len(adds.framed) // run.count
+        step = max(1, min(MAX_ADD_BATCH, MAX_ADD_BATCH_BYTES // stride))
+        for lo in range(0, run.count, step):
+            hi = min(run.count, lo + step)
+            self._add_run(handler, adds, adds.framed[lo * stride: hi * stride], adds.entry_ids[lo:hi],
+                          run.payload_size, lambda lo=lo, hi=hi: run.payloads()[lo:hi])
+
+    def _add_run(self, handler: BookieRequestHandler, adds: v2_add_columns.V2AddRun, framed: bytes, entry_ids,
+                 payload_size: int, payloads: Callable[[], list[bytes]]) -> None:
+        """``_add_batch`` for part of a run; a batch the Bookie refuses as a whole for one entry is taken frame
+        by frame, so that each entry gets its own answer."""
+        ledger = LedgerId(0, adds.ledger_id)
+
+        def answer(code: int) -> None:
+            handler.send_framed(v2_add_columns.encode_add_answers(adds.version, v2.to_v2_status(code),
+                                                                  adds.ledger_id, entry_ids))
+        try:
+            future = self.bookie.add_entries(ledger, adds.master_key, framed, recovery=adds.recovery)
+        except BadRequestException:
+            for payload in payloads():
+                handler._dispatch(payload)
+            self.submit_batched(handler)
+            return
+        except Exception as exc:  # fenced, read-only, wrong key, journal full: the same for every entry
+            answer(failure(exc)[0])
+            return
+        size, count = payload_size * len(entry_ids), len(entry_ids)
+        handler.start_request(size, count)
+        loop = asyncio.get_running_loop()
+
+        def answered(f) -> None:  # on the event loop, once the batch's journal record is fsynced
+            handler.finish_request(size, count)
+            error = f.exception()
+            answer(status.EOK if error is None else failure(error)[0])
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
 
     async def _read_many(self, reads: list[tuple[LedgerId, int, Callable, int]]) -> list[bytes]:

@@ -11,9 +11,11 @@ import threading
 
 import pytest
 
+from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_protocol_pb2 as pb
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import status
+from bookie.server import native_server
 from bookie.server.journal import Journal
 from tests.helpers.native_bookie import KEY
 from tests.helpers.waiting import DEADLINE
@@ -145,3 +147,75 @@ def test_evenly_stepped_reads_are_read_as_a_range_and_a_missing_one_still_answer
             assert (a.status, a.entryId, a.HasField("body")) == (status.ENOENTRY, i, False)
     if all(i in stored for i in ids):
         assert singles == []  # one range (however TCP cut the write: runs of 4 or more)
+
+
+# -- v2 adds of one size: a run taken as columns (bookie/proto/v2_add_columns.py) ----------------------------
+def v2_adds(ledger_id: int, entry_ids, flags: int = v2.FLAG_NONE) -> list[bytes]:
+    return [v2.encode_request(v2.ParsedAddRequest(2, flags, KEY, entry(ledger_id, i, -1))) for i in entry_ids]
+
+
+def v2_answers(c: RawConnection, count: int) -> dict[tuple[int, int], int]:
+    """(ledger, entry) -> rc of ``count`` answers; each (ledger, entry) answered once."""
+    answers = [v2.decode_response(c.receive()) for _ in range(count)]
+    by_key = {(a.ledger_id, a.entry_id): a.rc for a in answers}
+    assert len(by_key) == count
+    return by_key
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """The runs the server took as adds of one ledger (what ``scan_add_run`` gave)."""
+    taken = []
+    real = native_server.v2_add_columns.scan_add_run
+
+    def scan(*args):
+        adds = real(*args)
+        taken.append(adds)
+        return adds
+    monkeypatch.setattr(native_server.v2_add_columns, "scan_add_run", scan)
+    return taken
+
+
+def v2_connection(c: RawConnection) -> None:
+    """Switch the connection to v2 (its first v2 request does, for good)."""
+    assert c.call_v2(v2.ReadRequest(2, 0, 999, 0)).rc == v2.ENOLEDGER
+
+
+def test_a_run_of_v2_adds_is_stored_as_batches_and_each_entry_answered(native_bookie, conn, runs, monkeypatch):
+    bookie = native_bookie[0]
+    v2_connection(conn)
+    calls = []
+    real = bookie.add_entries
+    monkeypatch.setattr(bookie, "add_entries", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    conn.send(*v2_adds(20, range(300)))
+    assert v2_answers(conn, 300) == {(20, i): v2.EOK for i in range(300)}
+    assert any(adds is not None for adds in runs) and len(calls) < 300
+    for i in (0, 150, 299):
+        assert bookie.read_entry(LedgerId(0, 20), i) == entry(20, i, -1)
+
+
+def test_a_bad_entry_in_a_v2_run_is_refused_alone_and_a_fenced_run_as_a_whole(native_bookie, conn, runs):
+    v2_connection(conn)
+    beyond = 2 ** 37  # past MAX_ENTRY_ID: the Bookie refuses the batch it is in
+    payloads = v2_adds(21, [0, 1, beyond, 3, 4, 5, 6, 7, 8, 9])
+    conn.send(*payloads)
+    answers = v2_answers(conn, len(payloads))
+    assert answers.pop((21, beyond)) == v2.EBADREQ and set(answers.values()) == {v2.EOK}
+    assert runs and runs[-1] is not None  # one run, then frame by frame
+    native_bookie[0].fence_ledger(LedgerId(0, 21), KEY).result(DEADLINE)
+    conn.send(*v2_adds(21, range(10, 30)))
+    assert set(v2_answers(conn, 20).values()) == {v2.EFENCED}
+    conn.send(*v2_adds(21, range(10, 30), v2.FLAG_RECOVERY_ADD))
+    assert set(v2_answers(conn, 20).values()) == {v2.EOK}
+
+
+def test_same_size_frames_that_are_not_adds_of_one_ledger_are_taken_one_by_one(native_bookie, conn, runs):
+    v2_connection(conn)
+    mixed = [p for i in range(10) for p in (v2_adds(22, [i]) + v2_adds(23, [i]))]
+    conn.send(*mixed)
+    assert v2_answers(conn, 20) == {(ledger, i): v2.EOK for ledger in (22, 23) for i in range(10)}
+    assert runs and all(adds is None for adds in runs)
+    reads = [v2.encode_request(v2.ReadRequest(2, 0, 22, i)) for i in range(10)]  # one size, not adds
+    conn.send(*reads)
+    answers = [v2.decode_response(conn.receive()) for _ in reads]
+    assert sorted(a.entry_id for a in answers) == list(range(10)) and {a.rc for a in answers} == {v2.EOK}
