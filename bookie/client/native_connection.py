@@ -29,14 +29,14 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
-from bookie.proto import status, v2_add_columns
+from bookie.proto import status, v2_add_columns, v3_add_columns
 from bookie.proto.native_frames import FRAME_HEADER, FrameDecoder, FrameRun, FrameTooLargeException
 
 log = logging.getLogger(__name__)
 
 RECEIVE_SIZE = 1 << 20
 TIMEOUT_CHECK = 0.2  # seconds: how often the reader thread looks for requests past their deadline
-MIN_ANSWER_RUN = 8  # same-size answers decoded as one run (a protocol with a columnar decoder) from this many on
+MIN_ANSWER_RUN = 16  # same-size answers decoded as one run (a protocol with a columnar decoder) from this many on
 
 
 class PendingCall:
@@ -78,6 +78,16 @@ def v2_add_answer(frame: bytes) -> tuple[tuple[int, int], int]:
     return (ledger_id, entry_id), v2.to_v3_status(rc)
 
 
+def v3_answers(run: FrameRun) -> list[tuple[int, v3.Response | int]]:
+    """``v3_answer`` of a run of same-size answers: answers to adds laid out alike decoded as columns
+    (v3_add_columns), each its status; any other run one by one."""
+    decoded = v3_add_columns.decode_add_answers(run.block, run.payload_size, run.count)
+    if decoded is None:
+        return [v3_answer(payload) for payload in run.payloads()]
+    txns, code = decoded
+    return list(zip(txns, repeat(code)))
+
+
 def v2_add_answers(run: FrameRun) -> list[tuple[tuple[int, int], int]]:
     """``v2_add_answer`` of a run of answers, decoded as columns (v2_add_columns)."""
     rcs, ledgers, entries = v2_add_columns.decode_add_answers(run.block, run.payload_size, run.count)
@@ -91,7 +101,7 @@ class ChannelConnection:
 
     def __init__(self, bookie_id: str, max_frame_size: int, sock: socket.socket,
                  answer_of: Callable[[bytes], tuple[Hashable, object]] = v3_answer,
-                 answers_of: Callable[[FrameRun], list[tuple[Hashable, object]]] | None = None):
+                 answers_of: Callable[[FrameRun], list[tuple[Hashable, object]]] | None = v3_answers):
         self.bookie_id = bookie_id
         self.max_frame_size = max_frame_size
         self.sock = sock
@@ -275,8 +285,8 @@ def _v3_add_status(response: v3.Response) -> int:
 
 class PendingAddBatch:
     """The entries of one framed batch, sent as AddRequests (v3: consecutive txnIds from ``first_txn``; v2:
-    keyed by (ledger id, entry id), each answer already its status), answered as one AddResponse when
-    every entry is answered (or failed as a whole by the transport)."""
+    keyed by (ledger id, entry id)), answered as one AddResponse when every entry is answered (or failed as
+    a whole by the transport). An answer is a v3 Response, or its status already (decoded as columns)."""
     deadline = None  # no deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream
 
     def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0, v2_keys: bool = False):
@@ -297,7 +307,8 @@ class PendingAddBatch:
 
     def answer_many(self, answers: list[tuple[Hashable, object, object]]) -> None:
         """The answers of several of the batch's entries: (key, response, this batch) each."""
-        codes = ((key, response if self.v2_keys else _v3_add_status(response)) for key, response, _ in answers)
+        codes = ((key, response if type(response) is int else _v3_add_status(response))
+                 for key, response, _ in answers)
         failed = next(((key, code) for key, code in codes if code != status.EOK), None)  # the first failure
         with self.lock:
             self.remaining -= len(answers)

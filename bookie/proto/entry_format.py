@@ -135,6 +135,26 @@ _V2_ROWS = np.dtype([("size", ">i4"), ("flags", "u1"), ("scope", ">i8"), ("lid",
 _MIN_VECTOR_BATCH = 8
 
 
+def framed_rows(blob, min_rows: int = 1) -> np.ndarray | None:
+    """A framed batch as one row per frame (its size field included) of a 2-D uint8 array over ``blob``, if
+    every entry has one size and holds its ids (16 bytes or more), and there are ``min_rows`` or more; None
+    otherwise (decided by the first frame's size alone when it cannot be)."""
+    view = memoryview(blob)
+    if len(view) < FRAME_LEN:
+        return None
+    (size,) = FRAME.unpack_from(view, 0)
+    stride = size + FRAME_LEN
+    if size < 16 or len(view) % stride or len(view) // stride < min_rows:
+        return None
+    rows = np.frombuffer(blob, dtype=np.uint8).reshape(len(view) // stride, stride)
+    return rows if (rows[:, :FRAME_LEN].copy().view(">i4") == size).all() else None
+
+
+def row_entry_ids(rows: np.ndarray) -> np.ndarray:
+    """The entry ids of ``framed_rows`` (each entry's second 8 bytes), as int64."""
+    return rows[:, FRAME_LEN + 8:FRAME_LEN + 16].copy().view(">i8")[:, 0].astype(np.int64)
+
+
 def scan_batch(blob, ledger: LedgerId, max_entry_size: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Validate a framed batch of one ledger's entries.
 

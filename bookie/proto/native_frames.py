@@ -40,6 +40,11 @@ class FrameRun:
         stride = self.payload_size + FRAME_HEADER.size
         return [self.block[k + FRAME_HEADER.size: k + stride] for k in range(0, self.count * stride, stride)]
 
+    def part(self, first: int, end: int) -> "FrameRun":
+        """Frames ``first`` up to ``end`` (not included) of the run."""
+        stride = self.payload_size + FRAME_HEADER.size
+        return FrameRun(self.block[first * stride: end * stride], self.payload_size, end - first)
+
 
 class FrameDecoder:
     """Cuts a byte stream into frames, whatever sizes the stream arrives in."""

@@ -41,6 +41,14 @@ class V2AddRun:
     def recovery(self) -> bool:
         return bool(self.flags & v2.FLAG_RECOVERY_ADD)
 
+    @property
+    def count(self) -> int:
+        return len(self.entry_ids)
+
+    def encode_answers(self, code: int) -> bytes:
+        """The framed answers to every add of the run, all with the v3 status ``code`` (as its v2 code)."""
+        return encode_add_answers(self.version, v2.to_v2_status(code), self.ledger_id, self.entry_ids)
+
 
 def scan_add_run(block: bytes, payload_size: int, count: int) -> V2AddRun | None:
     """The adds in ``count`` frames of ``payload_size`` bytes each, back to back in ``block``; None unless every
@@ -79,29 +87,19 @@ def encode_add_answers(version: int, rc: int, ledger_id: int, entry_ids: np.ndar
     return answers.tobytes()
 
 
-def encode_add_requests(head: bytes, framed: bytes) -> tuple[bytes, list[int]] | None:
+def encode_add_requests(head: bytes, framed: bytes, min_rows: int = 1) -> tuple[bytes, list[int]] | None:
     """The framed v2 ADDENTRY requests of a framed batch (``(size:i32 | entry)*``) whose entries all have one
     size, each request ``head`` (``add_request_head``) and the entry, and the entries' ids; None if the sizes
-    differ."""
-    view = memoryview(framed)
-    if len(view) < entry_format.FRAME_LEN:
+    differ or there are fewer than ``min_rows`` entries."""
+    rows = entry_format.framed_rows(framed, min_rows)
+    if rows is None:
         return None
-    (size,) = entry_format.FRAME.unpack_from(view, 0)
-    stride = size + entry_format.FRAME_LEN
-    if size < _MIN_ENTRY or len(view) % stride:
-        return None
-    count = len(view) // stride
-    rows = np.frombuffer(framed, dtype=np.uint8).reshape(count, stride)
-    sizes = rows[:, :entry_format.FRAME_LEN].copy().view(">i4")
-    if not (sizes == size).all():
-        return None
-    out = np.empty((count, 4 + len(head) + size), dtype=np.uint8)
+    size = rows.shape[1] - entry_format.FRAME_LEN
+    out = np.empty((len(rows), 4 + len(head) + size), dtype=np.uint8)
     out[:, :4] = np.frombuffer(entry_format.FRAME.pack(len(head) + size), dtype=np.uint8)
     out[:, 4:4 + len(head)] = np.frombuffer(head, dtype=np.uint8)
     out[:, 4 + len(head):] = rows[:, entry_format.FRAME_LEN:]
-    at = entry_format.FRAME_LEN + 8  # an entry's id, after its ledger id
-    ids = rows[:, at:at + 8].copy().view(">i8")[:, 0]
-    return out.tobytes(), ids.tolist()
+    return out.tobytes(), entry_format.row_entry_ids(rows).tolist()
 
 
 class RecentRequests:
@@ -109,8 +107,9 @@ class RecentRequests:
     batch to every bookie of its write set (one object when E == WQ), so it is encoded once, not once per
     bookie. Thread-safe (each bookie's client sends from its writer's thread or a completion thread)."""
 
-    def __init__(self, size: int = 64):
+    def __init__(self, size: int = 64, min_rows: int = 1):
         self.size = size
+        self.min_rows = min_rows  # fewer entries: not encoded (None), numpy's fixed cost would exceed the gain
         self._lock = threading.Lock()
         self._recent: OrderedDict[tuple[int, bytes], tuple[bytes, tuple[bytes, list[int]] | None]] = OrderedDict()
 
@@ -120,7 +119,7 @@ class RecentRequests:
             hit = self._recent.get(key)
         if hit is not None and hit[0] is framed:  # the same object (an id is reused only once it is freed)
             return hit[1]
-        encoded = encode_add_requests(head, framed)
+        encoded = encode_add_requests(head, framed, self.min_rows)
         with self._lock:
             self._recent[key] = (framed, encoded)
             while len(self._recent) > self.size:

@@ -42,7 +42,9 @@ from bookie.proto import bookkeeper_protocol_pb2 as pb
 from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto import v3_hand_encoding as v3
-from bookie.proto import v2_add_columns
+from bookie.proto import v2_add_columns, v3_add_columns
+from bookie.proto.v2_add_columns import V2AddRun
+from bookie.proto.v3_add_columns import V3AddRun
 from bookie.proto.native_frames import (DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER, FrameDecoder, FrameRun,
                                         FrameTooLargeException)
 from bookie.server import batched_read_entry_processor
@@ -59,7 +61,7 @@ _ENTRY_IDS = 16  # a body's ledger id and entry id
 MAX_ADD_BATCH = 1024  # entries of one ledger handed to the Bookie as one framed batch (one journal record)
 MAX_ADD_BATCH_BYTES = 1 << 20
 MIN_RANGE_READ = 4  # plain reads of one ledger, evenly stepped ids, read as one range
-MIN_ADD_RUN = 8  # same-size v2 frames taken as one run (v2_add_columns) from this many on
+MIN_ADD_RUN = 8  # same-size frames taken as one run (v2_add_columns, v3_add_columns) from this many on
 
 # The v3 operations answered here: the request field each carries, and its response field.
 _V3_FIELDS = {
@@ -112,8 +114,8 @@ class BookieRequestHandler(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        try:  # a v2 client's same-size frames come as runs (v2_add_columns)
-            frames = self.decoder.feed(data) if self.using_v3 else self.decoder.feed_runs(data, MIN_ADD_RUN)
+        try:  # same-size frames come as runs: adds of one ledger are taken as columns
+            frames = self.decoder.feed_runs(data, MIN_ADD_RUN)
         except FrameTooLargeException as exc:
             self.refuse(str(exc))
             return
@@ -123,7 +125,7 @@ class BookieRequestHandler(asyncio.Protocol):
                 if self.closed:
                     return
                 if type(payload) is FrameRun:
-                    processor.process_v2_run(self, payload)
+                    processor.process_run(self, payload)
                 else:
                     self._dispatch(payload)
         finally:
@@ -323,50 +325,45 @@ class BookieRequestProcessor:
                 send(answer(code))
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
 
-    def process_v2_run(self, handler: BookieRequestHandler, run: FrameRun) -> None:
-        """Same-size v2 frames: adds of one ledger, key and flags go to the Bookie as framed batches of at most
-        MAX_ADD_BATCH entries, answered together (v2_add_columns); anything else frame by frame."""
-        adds = v2_add_columns.scan_add_run(run.block, run.payload_size, run.count)
-        if adds is None:
-            for payload in run.payloads():
-                if not handler.closed:
-                    handler._dispatch(payload)
-            return
-        self.submit_batched(handler)  # what came before reaches the Bookie first
-        stride = len(adds.framed) // run.count
-        step = max(1, min(MAX_ADD_BATCH, MAX_ADD_BATCH_BYTES // stride))
-        for lo in range(0, run.count, step):
-            hi = min(run.count, lo + step)
-            self._add_run(handler, adds, adds.framed[lo * stride: hi * stride], adds.entry_ids[lo:hi],
-                          run.payload_size, lambda lo=lo, hi=hi: run.payloads()[lo:hi])
+    def process_run(self, handler: BookieRequestHandler, run: FrameRun) -> None:
+        """Same-size frames: adds of one ledger, key and flags (v3_add_columns, or v2_add_columns on a v2
+        connection) go to the Bookie as framed batches of at most MAX_ADD_BATCH entries, each answered with
+        one buffer; anything else frame by frame."""
+        columns = v3_add_columns if handler.using_v3 else v2_add_columns
+        step = max(1, min(MAX_ADD_BATCH, MAX_ADD_BATCH_BYTES // (run.payload_size + FRAME_HEADER.size)))
+        for first in range(0, run.count, step):
+            part = run.part(first, min(run.count, first + step))
+            adds = columns.scan_add_run(part.block, part.payload_size, part.count)
+            if adds is None:
+                for payload in part.payloads():
+                    if not handler.closed:
+                        handler._dispatch(payload)
+            elif not handler.closed:
+                self.submit_batched(handler)  # what came before reaches the Bookie first
+                self._add_run(handler, adds, part)
 
-    def _add_run(self, handler: BookieRequestHandler, adds: v2_add_columns.V2AddRun, framed: bytes, entry_ids,
-                 payload_size: int, payloads: Callable[[], list[bytes]]) -> None:
-        """``_add_batch`` for part of a run; a batch the Bookie refuses as a whole for one entry is taken frame
-        by frame, so that each entry gets its own answer."""
-        ledger = LedgerId(0, adds.ledger_id)
-
-        def answer(code: int) -> None:
-            handler.send_framed(v2_add_columns.encode_add_answers(adds.version, v2.to_v2_status(code),
-                                                                  adds.ledger_id, entry_ids))
+    def _add_run(self, handler: BookieRequestHandler, adds: V2AddRun | V3AddRun, part: FrameRun) -> None:
+        """``_add_batch`` for a run; a batch the Bookie refuses as a whole for one entry is taken frame by
+        frame, so that each entry gets its own answer."""
         try:
-            future = self.bookie.add_entries(ledger, adds.master_key, framed, recovery=adds.recovery)
+            future = self.bookie.add_entries(LedgerId(0, adds.ledger_id), adds.master_key, adds.framed,
+                                             recovery=adds.recovery)
         except BadRequestException:
-            for payload in payloads():
+            for payload in part.payloads():
                 handler._dispatch(payload)
             self.submit_batched(handler)
             return
         except Exception as exc:  # fenced, read-only, wrong key, journal full: the same for every entry
-            answer(failure(exc)[0])
+            handler.send_framed(adds.encode_answers(failure(exc)[0]))
             return
-        size, count = payload_size * len(entry_ids), len(entry_ids)
+        size, count = part.payload_size * part.count, part.count
         handler.start_request(size, count)
         loop = asyncio.get_running_loop()
 
         def answered(f) -> None:  # on the event loop, once the batch's journal record is fsynced
             handler.finish_request(size, count)
             error = f.exception()
-            answer(status.EOK if error is None else failure(error)[0])
+            handler.send_framed(adds.encode_answers(status.EOK if error is None else failure(error)[0]))
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
 
     async def _read_many(self, reads: list[tuple[LedgerId, int, Callable, int]]) -> list[bytes]:

@@ -162,18 +162,22 @@ def v2_answers(c: RawConnection, count: int) -> dict[tuple[int, int], int]:
     return by_key
 
 
-@pytest.fixture
-def runs(monkeypatch):
-    """The runs the server took as adds of one ledger (what ``scan_add_run`` gave)."""
+def recorded_runs(monkeypatch, columns) -> list:
+    """The runs the server takes as adds of one ledger: what ``columns.scan_add_run`` gives, each call."""
     taken = []
-    real = native_server.v2_add_columns.scan_add_run
+    real = columns.scan_add_run
 
     def scan(*args):
         adds = real(*args)
         taken.append(adds)
         return adds
-    monkeypatch.setattr(native_server.v2_add_columns, "scan_add_run", scan)
+    monkeypatch.setattr(columns, "scan_add_run", scan)
     return taken
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    return recorded_runs(monkeypatch, native_server.v2_add_columns)
 
 
 def v2_connection(c: RawConnection) -> None:
@@ -219,3 +223,41 @@ def test_same_size_frames_that_are_not_adds_of_one_ledger_are_taken_one_by_one(n
     conn.send(*reads)
     answers = [v2.decode_response(conn.receive()) for _ in reads]
     assert sorted(a.entry_id for a in answers) == list(range(10)) and {a.rc for a in answers} == {v2.EOK}
+
+
+@pytest.fixture
+def v3_runs(monkeypatch):
+    return recorded_runs(monkeypatch, native_server.v3_add_columns)
+
+
+def answered(c: RawConnection, requests: list[pb.Request]) -> list[int]:
+    """Each request's add status, in the requests' order (matched by txnId)."""
+    by_txn = {a.header.txnId: a for a in (pb.Response.FromString(c.receive()) for _ in requests)}
+    assert sorted(by_txn) == sorted(r.header.txnId for r in requests)
+    for r in requests:
+        a = by_txn[r.header.txnId].addResponse
+        assert (a.ledgerId, a.entryId) == (r.addRequest.ledgerId, r.addRequest.entryId)
+    return [by_txn[r.header.txnId].addResponse.status for r in requests]
+
+
+def test_a_run_of_v3_adds_is_stored_as_batches_and_each_answered_with_its_txn(native_bookie, conn, v3_runs):
+    conn._txn = 1000  # txnIds of one varint length, so that the requests have one size
+    requests = adds(conn, 24, range(200, 500))
+    conn.send(*(r.SerializeToString() for r in requests))
+    assert answered(conn, requests) == [status.EOK] * 300
+    assert any(run is not None for run in v3_runs)
+    assert native_bookie[0].read_entry(LedgerId(0, 24), 350) == entry(24, 350, 349)
+
+
+def test_a_bad_entry_in_a_v3_run_is_refused_alone_and_a_fenced_run_as_a_whole(native_bookie, conn, v3_runs):
+    conn._txn = 1000
+    requests = adds(conn, 25, range(300, 310))
+    requests[5].addRequest.body = entry(25, -5, 4)  # an entry with a negative id: the Bookie refuses its batch
+    assert len({r.ByteSize() for r in requests}) == 1
+    conn.send(*(r.SerializeToString() for r in requests))
+    assert answered(conn, requests) == [status.EOK] * 5 + [status.EBADREQ] + [status.EOK] * 4
+    assert v3_runs and v3_runs[-1] is not None  # one run, then frame by frame
+    requests = adds(conn, 25, range(200, 220))
+    native_bookie[0].fence_ledger(LedgerId(0, 25), KEY).result(DEADLINE)
+    conn.send(*(r.SerializeToString() for r in requests))
+    assert answered(conn, requests) == [status.EFENCED] * 20

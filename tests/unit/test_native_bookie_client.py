@@ -8,6 +8,7 @@ import pytest
 
 from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.native_connection import PendingAddBatch
+from bookie.proto.native_frames import FrameDecoder
 from bookie.exceptions import BKBookieHandleNotAvailableException, BKIncorrectParameterException
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
@@ -92,23 +93,29 @@ def test_add_batch_fails_with_the_transport_error():
         batch.future.result()
 
 
-def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids():
+@pytest.mark.parametrize("payloads, first_entry, first_txn", [
+    ([b"a", b"bb"], 5, 1),  # entries of two sizes: each request encoded by hand
+    ([b"xy"] * 40, 100, 110),  # one size: by columns, across a txnId's and an entry id's varint growing a byte
+])
+def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids(payloads, first_entry, first_txn):
     client = NativeBookieClient("127.0.0.1:1")
+    client._next_txn = first_txn
     sent = []
-    client._submit = sent.extend
+    client._send_block = lambda keys, blocks, batch, connect: sent.append((keys, blocks, batch))
     digest = DigestManager(LEDGER, b"")
-    blob, _ = digest.build_framed(5, 4, 0, [b"a", b"bb"])
+    blob, _ = digest.build_framed(first_entry, first_entry - 1, 0, payloads)
     future = client.add(LEDGER, b"key", blob, recovery=True)
-    requests = [v3.Request.FromString(payload) for _, payload, _ in sent]
-    assert [r.header.txnId for r in requests] == [t for t, _, _ in sent] == [sent[0][0], sent[0][0] + 1]
-    assert [(r.header.operation, r.header.priority) for r in requests] == [(v3.ADD_ENTRY, 100)] * 2
+    (keys, blocks, batch), = sent
+    requests = [v3.Request.FromString(p) for p in FrameDecoder().feed(b"".join(blocks))]
+    assert [r.header.txnId for r in requests] == keys == list(range(first_txn, first_txn + len(payloads)))
+    assert [(r.header.operation, r.header.priority) for r in requests] == [(v3.ADD_ENTRY, 100)] * len(payloads)
     bodies = [bytes(b) for b in entry_format.iter_frames(blob)]
     assert [(r.addRequest.ledgerId, r.addRequest.entryId, r.addRequest.masterKey, r.addRequest.body, r.addRequest.flag)
-            for r in requests] == [(7, 5, b"key", bodies[0], v3.AddRequest.RECOVERY_ADD),
-                                   (7, 6, b"key", bodies[1], v3.AddRequest.RECOVERY_ADD)]
-    for txn, _, handler in sent:
-        handler.answer(txn, add_answer(status.EOK, 0))
-    assert future.result().entryCount == 2
+            for r in requests] == [(7, first_entry + k, b"key", body, v3.AddRequest.RECOVERY_ADD)
+                                   for k, body in enumerate(bodies)]
+    for txn in keys:
+        batch.answer(txn, add_answer(status.EOK, 0))
+    assert future.result().entryCount == len(payloads)
 
 
 def test_scoped_ledgers_are_refused():
