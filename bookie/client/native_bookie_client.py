@@ -41,7 +41,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from bookie.client.batched_read import BatchedRangeRead, BatchedReadChannel
 from bookie.client.native_connection import (ChannelConnection, PendingAddBatch, PendingCall, v2_add_answer,
@@ -89,6 +89,23 @@ def _converter(field: str, out_type, copied: tuple[str, ...], **fixed) -> Callab
                 setattr(out, name, getattr(inner, name))
         return out
     return convert
+
+
+def _framed_requests(parts: list, by_columns: Callable[[bytes, int], tuple[bytes, list[int]] | None],
+                     by_hand: Callable[[int, list[int], list], Iterable[bytes]]) -> tuple[list[bytes], list[int]]:
+    """The framed add requests of a batch's parts and the entries' ids: each part ``by_columns(part, entries
+    before it)`` where that encodes it, else each of its entries ``by_hand(entries before, ids, entries)``."""
+    blocks: list[bytes] = []
+    ids: list[int] = []
+    for part in parts:
+        encoded = by_columns(part, len(ids))
+        if encoded is None:
+            bodies = list(entry_format.iter_frames(part))
+            part_ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
+            encoded = (b"".join(FRAME_HEADER.pack(len(p)) + p for p in by_hand(len(ids), part_ids, bodies)), part_ids)
+        blocks.append(encoded[0])
+        ids += encoded[1]
+    return blocks, ids
 
 
 class NativeBookieClient:
@@ -243,35 +260,20 @@ class NativeBookieClient:
         parts = [entries] if isinstance(entries, (bytes, bytearray, memoryview)) else entries
         if self.use_v2:
             return self._add_v2(ledger, lid, master_key, parts, recovery)
-        # A part whose entries have one size is encoded by columns (v3_add_columns); any other entry by hand,
-        # from the batch's constant parts: only the txnId, the entry id and the body change.
+        # A part of MIN_COLUMN_ENTRIES or more entries of one size is encoded by columns (v3_add_columns); any
+        # other by hand, from the batch's constant parts: only the txnId, the entry id and the body change.
         priority = DEFAULT_HIGH_PRIORITY_VALUE if recovery else 0
-        pieces = []  # per part: its rows, or its entries
-        for part in parts:
-            rows = entry_format.framed_rows(part, MIN_COLUMN_ENTRIES)
-            pieces.append((rows, None) if rows is not None else (None, list(entry_format.iter_frames(part))))
-        total = sum(len(rows) if rows is not None else len(bodies) for rows, bodies in pieces)
-        first_txn = self._txns(total)
-        txn, ids, blocks = first_txn, [], []
+        first_txn = self._txns(sum(entry_format.count_frames(part) for part in parts))
         encode = V3AddRequestEncoder(lid, master_key, priority, recovery).encode
-        for rows, bodies in pieces:
-            block = None if rows is None else v3_add_columns.encode_add_requests(lid, master_key, txn, rows,
-                                                                                  priority, recovery)
-            if block is not None:
-                ids += entry_format.row_entry_ids(rows).tolist()
-            else:
-                bodies = bodies if bodies is not None else list(entry_format.iter_frames(rows.tobytes()))
-                part_ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
-                payloads = [encode(t, e, body) for t, e, body in zip(itertools.count(txn), part_ids, bodies)]
-                block = b"".join(FRAME_HEADER.pack(len(p)) + p for p in payloads)
-                ids += part_ids
-            txn = first_txn + len(ids)
-            blocks.append(block)
+        blocks, ids = _framed_requests(
+            parts, lambda part, done: v3_add_columns.encode_add_requests(
+                lid, master_key, first_txn + done, part, priority, recovery, MIN_COLUMN_ENTRIES),
+            lambda done, entry_ids, bodies: map(encode, itertools.count(first_txn + done), entry_ids, bodies))
         batch = PendingAddBatch(ledger, ids, first_txn)
         if not ids:
             batch.future.set_result(batch.response)
             return batch.future
-        self._send_block(list(range(first_txn, first_txn + total)), blocks, batch, self._connect)
+        self._send_block(list(range(first_txn, first_txn + len(ids))), blocks, batch, self._connect)
         return batch.future
 
     def _send_block(self, keys: list, blocks: list[bytes], batch: PendingAddBatch,
@@ -294,18 +296,8 @@ class NativeBookieClient:
                 f"a v2 add carries a master key of {v2.MASTER_KEY_LENGTH} bytes, not {len(master_key)}: "
                 "useV2WireProtocol needs a key made from a password, as BookKeeper's client makes it")
         head = v2.add_request_head(master_key, recovery)
-        ids: list[int] = []
-        blocks: list[bytes] = []  # the requests, framed
-        for part in parts:
-            encoded = _V2_REQUESTS.encode(head, part)
-            if encoded is not None:
-                block, part_ids = encoded
-                ids += part_ids
-            else:
-                bodies = list(entry_format.iter_frames(part))
-                ids += [entry_format.peek_ids(body, 0)[2] for body in bodies]
-                block = b"".join(FRAME_HEADER.pack(len(head) + len(body)) + head + body for body in bodies)
-            blocks.append(block)
+        blocks, ids = _framed_requests(parts, lambda part, done: _V2_REQUESTS.encode(head, part),
+                                       lambda done, entry_ids, bodies: (head + body for body in bodies))
         batch = PendingAddBatch(ledger, ids, v2_keys=True)
         if not ids:
             batch.future.set_result(batch.response)

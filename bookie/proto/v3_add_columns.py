@@ -206,11 +206,15 @@ def _varint_columns(values: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
-def encode_add_requests(ledger_id: int, master_key: bytes, first_txn: int, rows: np.ndarray, priority: int = 0,
-                        recovery: bool = False) -> bytes | None:
-    """The framed v3 ADD_ENTRY Requests of a framed batch given as ``entry_format.framed_rows`` (entries of one
-    size), txnIds from ``first_txn`` on: byte for byte what ``V3AddRequestEncoder`` gives each, in one buffer
-    built by columns (a segment per pair of txnId and entry id varint lengths); None for a negative id."""
+def encode_add_requests(ledger_id: int, master_key: bytes, first_txn: int, framed: bytes, priority: int = 0,
+                        recovery: bool = False, min_rows: int = 1) -> tuple[bytes, list[int]] | None:
+    """The framed v3 ADD_ENTRY Requests of a framed batch whose entries all have one size, txnIds from
+    ``first_txn`` on, and the entries' ids: byte for byte what ``V3AddRequestEncoder`` gives each, in one
+    buffer built by columns (a segment per pair of txnId and entry id varint lengths). None if the sizes
+    differ, there are fewer than ``min_rows`` entries, or an id is negative."""
+    rows = entry_format.framed_rows(framed, min_rows)
+    if rows is None:
+        return None
     count, size = len(rows), rows.shape[1] - entry_format.FRAME_LEN
     ids = entry_format.row_entry_ids(rows)
     txns = np.arange(first_txn, first_txn + count, dtype=np.int64)
@@ -245,7 +249,7 @@ def encode_add_requests(ledger_id: int, master_key: bytes, first_txn: int, rows:
             out[:, col:col + part.shape[-1]] = part
             col += part.shape[-1]
         segments.append(out.tobytes())
-    return b"".join(segments)
+    return b"".join(segments), ids.tolist()
 
 
 def decode_add_answers(block: bytes, payload_size: int, count: int) -> tuple[list[int], int] | None:

@@ -197,3 +197,14 @@ def test_a_widened_crc32_with_a_high_half_fails_the_message_check():
     damaged[9, entry_format.FRAME_LEN + dm.header_len] = 1  # the widened long's high half, entry 49
     ids, _, _, bad = dm.verify_spans(damaged.tobytes())
     assert bad == [49] and 49 not in ids.tolist()
+
+
+@pytest.mark.parametrize("sizes", [[], [16], [20] * 3, [20] * 40, [20] * 39 + [21], [16, 40] * 20])
+def test_count_frames_and_framed_rows(sizes):
+    blob = entry_format.frame([bytes([k % 7]) * size for k, size in enumerate(sizes)])
+    assert entry_format.count_frames(blob) == len(sizes)
+    rows = entry_format.framed_rows(blob, 16)
+    uniform = len(set(sizes)) == 1 and len(sizes) >= 16
+    assert (rows is not None) == uniform
+    if uniform:
+        assert rows.shape == (len(sizes), 4 + sizes[0]) and entry_format.row_entry_ids(rows).shape == (len(sizes),)
