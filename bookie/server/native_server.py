@@ -298,31 +298,42 @@ class BookieRequestProcessor:
         for body, _, _ in batch:
             parts.append(frame(len(body)))
             parts.append(body)
-        try:
-            future = self.bookie.add_entries(ledger, master_key, b"".join(parts), recovery=recovery)
-        except BadRequestException:
-            if len(batch) > 1:  # one entry is refused (too large, id out of range): answer each on its own
-                for item in batch:
-                    self._add_batch(handler, ledger, master_key, recovery, [item])
-                return
-            handler.send(batch[0][1](status.EBADREQ))
-            return
-        except Exception as exc:  # fenced, read-only, wrong key, journal full: the same for every entry
-            code = failure(exc)[0]
+
+        def answer_all(code: int) -> None:
             for _, answer, _ in batch:
                 handler.send(answer(code))
+
+        def one_by_one() -> None:
+            if len(batch) > 1:
+                for item in batch:
+                    self._add_batch(handler, ledger, master_key, recovery, [item])
+            else:
+                handler.send(batch[0][1](status.EBADREQ))
+        self._store(handler, ledger, master_key, recovery, b"".join(parts), sum(item[2] for item in batch),
+                    len(batch), answer_all, one_by_one)
+
+    def _store(self, handler: BookieRequestHandler, ledger: LedgerId, master_key: bytes, recovery: bool,
+               framed: bytes, size: int, count: int, answer_all: Callable[[int], None],
+               one_by_one: Callable[[], None]) -> None:
+        """Hand ``count`` adds (``size`` bytes of requests), framed, to the Bookie as one batch. ``answer_all``
+        answers every one with a status: once the batch's journal record is fsynced, or at once with a
+        refusal that is the same for every entry (fenced, read-only, wrong key, journal full). A batch refused
+        for one entry (too large, id out of range) is taken ``one_by_one``, so that each gets its own answer."""
+        try:
+            future = self.bookie.add_entries(ledger, master_key, framed, recovery=recovery)
+        except BadRequestException:
+            one_by_one()
             return
-        size = sum(item[2] for item in batch)
-        handler.start_request(size, len(batch))
+        except Exception as exc:
+            answer_all(failure(exc)[0])
+            return
+        handler.start_request(size, count)
         loop = asyncio.get_running_loop()
 
         def answered(f) -> None:  # on the event loop, once the batch's journal record is fsynced
-            handler.finish_request(size, len(batch))
+            handler.finish_request(size, count)
             error = f.exception()
-            code = status.EOK if error is None else failure(error)[0]
-            send = handler.send
-            for _, answer, _ in batch:
-                send(answer(code))
+            answer_all(status.EOK if error is None else failure(error)[0])
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
 
     def process_run(self, handler: BookieRequestHandler, run: FrameRun) -> None:
@@ -343,28 +354,14 @@ class BookieRequestProcessor:
                 self._add_run(handler, adds, part)
 
     def _add_run(self, handler: BookieRequestHandler, adds: V2AddRun | V3AddRun, part: FrameRun) -> None:
-        """``_add_batch`` for a run; a batch the Bookie refuses as a whole for one entry is taken frame by
-        frame, so that each entry gets its own answer."""
-        try:
-            future = self.bookie.add_entries(LedgerId(0, adds.ledger_id), adds.master_key, adds.framed,
-                                             recovery=adds.recovery)
-        except BadRequestException:
+        """``_add_batch`` for a run, answered with one buffer; refused for one entry, it is taken frame by frame."""
+        def one_by_one() -> None:
             for payload in part.payloads():
                 handler._dispatch(payload)
             self.submit_batched(handler)
-            return
-        except Exception as exc:  # fenced, read-only, wrong key, journal full: the same for every entry
-            handler.send_framed(adds.encode_answers(failure(exc)[0]))
-            return
-        size, count = part.payload_size * part.count, part.count
-        handler.start_request(size, count)
-        loop = asyncio.get_running_loop()
-
-        def answered(f) -> None:  # on the event loop, once the batch's journal record is fsynced
-            handler.finish_request(size, count)
-            error = f.exception()
-            handler.send_framed(adds.encode_answers(status.EOK if error is None else failure(error)[0]))
-        future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
+        self._store(handler, LedgerId(0, adds.ledger_id), adds.master_key, adds.recovery, adds.framed,
+                    part.payload_size * part.count, part.count,
+                    lambda code: handler.send_framed(adds.encode_answers(code)), one_by_one)
 
     async def _read_many(self, reads: list[tuple[LedgerId, int, Callable, int]]) -> list[bytes]:
         """Plain reads (ledger, entry id, answer, size), read in one executor job; their answers."""
