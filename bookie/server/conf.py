@@ -113,6 +113,10 @@ OPTIONS: dict[str, Option] = {
                                       "logs at the checkpoint), so writes reuse pages instead of growing the "
                                       "cache; older entries are then read from disk. BookKeeper's nearest is "
                                       "dbStorage_directIOEntryLogger, which bypasses the cache altogether"),
+    "entryLogReadAheadBytes": _o("int", 4194304, "this project's key: after a range read of an entry log, "
+                                 "ask the kernel to read this many bytes after it into the page cache "
+                                 "(POSIX_FADV_WILLNEED), as DbLedgerStorage's read-ahead cache "
+                                 "(dbStorage_readAheadCacheBatchSize) reads the entries after a miss; 0 = off", 0),
     "pageSize": _o("int", 8192, "index page size in bytes (1024 entries)", 64),
     "pageLimit": _o("int", -1, "index pages held in the ledger cache (-1 = 1/3 of 1 GiB of pages)"),
     "openFileLimit": _o("int", 20000, "index files kept open", 1),

@@ -38,7 +38,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.server.entry_log_format import (LOG_HEADER, LOG_HEADER_SIZE, LOG_MAGIC, MAX_LOG_SIZE, decode_ledgers_map,
                                             encode_ledgers_map, encode_log_header, location, log_id_in, log_path)
-from bookie.util.io import drop_clean_pages, drop_written_pages, pwritev_all, start_writeback
+from bookie.util.io import drop_clean_pages, drop_written_pages, pwritev_all, read_ahead, start_writeback
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class EntryLogger:
         self.buffer_size = conf["writeBufferSizeBytes"]
         self.writeback_bytes = conf["flushEntrylogBytes"]
         self.remove_from_page_cache = conf["entryLogRemoveFromPageCache"]
+        self.read_ahead = conf["entryLogReadAheadBytes"]
         self.max_record = conf["nettyMaxFrameSizeBytes"]
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)  # buffer filled / written
@@ -91,6 +92,7 @@ class EntryLogger:
                     except ValueError:
                         pass
         self._read_fds: dict[int, int] = {}
+        self._read_ahead_to: dict[int, int] = {}  # log id -> the end of what the kernel was asked to read ahead
         self._ledgers_map: dict[LedgerId, int] = {}
         self._chunks: list[bytes] = []  # unwritten batches of the current log, in order
         self._chunk_starts: list[int] = []  # file offset of each chunk
@@ -184,6 +186,7 @@ class EntryLogger:
             if log_id == self.log_id:
                 raise ValueError(f"entry log {log_id:x}.log is being written: it cannot be removed")
             fd = self._read_fds.pop(log_id, None)
+            self._read_ahead_to.pop(log_id, None)
             if fd is not None:
                 os.close(fd)
             rotated = self._rotated.pop(log_id, None)
@@ -431,9 +434,28 @@ class EntryLogger:
         return head
 
     def read_span(self, log_id: int, first_offset: int, end_offset: int) -> bytes:
-        """Raw bytes ``[first_offset, end_offset)`` of a log: many records in one read."""
+        """Raw bytes ``[first_offset, end_offset)`` of a log: many records in one read. A range read goes on
+        where the span ends: the kernel is asked to read the next ``entryLogReadAheadBytes`` meanwhile."""
         with self._lock:
-            return self._pread(log_id, end_offset - first_offset, first_offset)
+            data = self._pread(log_id, end_offset - first_offset, first_offset)
+            if self.read_ahead:
+                self._read_ahead_after(log_id, end_offset)
+            return data
+
+    def _read_ahead_after(self, log_id: int, offset: int) -> None:
+        """Have the kernel read the log's next ``read_ahead`` bytes after ``offset`` into the page cache
+        (POSIX_FADV_WILLNEED: started, not waited for), as DbLedgerStorage's read-ahead cache reads the entries
+        after a miss: pages ``entryLogRemoveFromPageCache`` dropped come back before the reads that want them.
+        Asked again once half of what was asked is read (lock held)."""
+        asked = self._read_ahead_to.get(log_id, 0)
+        if offset + self.read_ahead // 2 <= asked:
+            return
+        fd = self.fd if log_id == self.log_id else self._read_fds.get(log_id)
+        if fd is None or fd < 0:
+            return
+        start = max(offset, asked)
+        self._read_ahead_to[log_id] = offset + self.read_ahead
+        read_ahead(fd, start, offset + self.read_ahead - start)
 
     def read_ledgers_map(self, log_id: int) -> dict[LedgerId, int] | None:
         """The ledgers map of a finished log (None if the log was never finished: scan it instead)."""

@@ -42,9 +42,10 @@ from bookie.proto import bookkeeper_protocol_pb2 as pb
 from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto import v3_hand_encoding as v3
-from bookie.proto import v2_add_columns, v3_add_columns
+from bookie.proto import v2_add_columns, v3_add_columns, v3_read_columns
 from bookie.proto.v2_add_columns import V2AddRun
 from bookie.proto.v3_add_columns import V3AddRun
+from bookie.proto.v3_read_columns import V3ReadRun
 from bookie.proto.native_frames import (DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER, FrameDecoder, FrameRun,
                                         FrameTooLargeException)
 from bookie.server import batched_read_entry_processor
@@ -214,30 +215,24 @@ class BookieRequestHandler(asyncio.Protocol):
 
     def spawn_many(self, work: Awaitable[list[bytes]], requests: list[tuple]) -> None:
         """Run ``work`` (which returns the answers) as the ``requests`` in flight (each ends with its size)."""
-        size, count = sum(r[-1] for r in requests), len(requests)
+        def send_all(answers: list[bytes]) -> None:
+            for answer in answers:
+                self.send(answer)
+        self.spawn(work, sum(r[-1] for r in requests), len(requests), send_all)
+
+    def spawn(self, work: Awaitable, size: int, count: int = 1, deliver: Callable | None = None) -> None:
+        """Run ``work`` as ``count`` requests (``size`` bytes) in flight; ``deliver`` its result (``send``: the
+        answer) unless the connection closed meanwhile."""
         self.start_request(size, count)
         task = asyncio.ensure_future(work)
         self.tasks.add(task)
+        deliver = deliver or self.send
 
         def done(t: asyncio.Task) -> None:
             self.tasks.discard(t)
             self.finish_request(size, count)
             if not t.cancelled():
-                for answer in t.result():
-                    self.send(answer)
-        task.add_done_callback(done)
-
-    def spawn(self, work: Awaitable[bytes], size: int) -> None:
-        """Run ``work`` (which returns the answer) as one request in flight."""
-        self.start_request(size)
-        task = asyncio.ensure_future(work)
-        self.tasks.add(task)
-
-        def done(t: asyncio.Task) -> None:
-            self.tasks.discard(t)
-            self.finish_request(size)
-            if not t.cancelled():
-                self.send(t.result())
+                deliver(t.result())
         task.add_done_callback(done)
 
 
@@ -339,29 +334,53 @@ class BookieRequestProcessor:
     def process_run(self, handler: BookieRequestHandler, run: FrameRun) -> None:
         """Same-size frames: adds of one ledger, key and flags (v3_add_columns, or v2_add_columns on a v2
         connection) go to the Bookie as framed batches of at most MAX_ADD_BATCH entries, each answered with
-        one buffer; anything else frame by frame."""
+        one buffer; plain v3 reads of one ledger at evenly stepped ids (v3_read_columns) are read as one
+        range and answered with one buffer; anything else frame by frame."""
         columns = v3_add_columns if handler.using_v3 else v2_add_columns
         step = max(1, min(MAX_ADD_BATCH, MAX_ADD_BATCH_BYTES // (run.payload_size + FRAME_HEADER.size)))
         for first in range(0, run.count, step):
+            if handler.closed:
+                return
             part = run.part(first, min(run.count, first + step))
             adds = columns.scan_add_run(part.block, part.payload_size, part.count)
-            if adds is None:
+            reads = None if adds is not None or not handler.using_v3 else \
+                v3_read_columns.scan_read_run(part.block, part.payload_size, part.count)
+            if adds is None and reads is None:
                 for payload in part.payloads():
                     if not handler.closed:
                         handler._dispatch(payload)
-            elif not handler.closed:
-                self.submit_batched(handler)  # what came before reaches the Bookie first
+                continue
+            self.submit_batched(handler)  # what came before reaches the Bookie first
+            if adds is not None:
                 self._add_run(handler, adds, part)
+            else:
+                self._read_run(handler, reads, part)
 
     def _add_run(self, handler: BookieRequestHandler, adds: V2AddRun | V3AddRun, part: FrameRun) -> None:
         """``_add_batch`` for a run, answered with one buffer; refused for one entry, it is taken frame by frame."""
-        def one_by_one() -> None:
-            for payload in part.payloads():
-                handler._dispatch(payload)
-            self.submit_batched(handler)
         self._store(handler, LedgerId(0, adds.ledger_id), adds.master_key, adds.recovery, adds.framed,
                     part.payload_size * part.count, part.count,
-                    lambda code: handler.send_framed(adds.encode_answers(code)), one_by_one)
+                    lambda code: handler.send_framed(adds.encode_answers(code)),
+                    lambda: self._one_by_one(handler, part))
+
+    def _read_run(self, handler: BookieRequestHandler, reads: V3ReadRun, part: FrameRun) -> None:
+        """A run of plain reads read as one strided range in an executor job, answered with one buffer; unless the
+        bookie holds every one of them, all of one size: then each is read and answered alone."""
+        def deliver(found: tuple[bytes, int | None] | None) -> None:
+            rows = None if found is None else entry_format.framed_rows(found[0], 1)
+            if rows is None:
+                self._one_by_one(handler, part)
+            else:
+                handler.send_framed(reads.encode_answers(rows[:, entry_format.FRAME_LEN:], found[1]))
+        handler.spawn(run_in_executor(self._read_stepped, LedgerId(0, reads.ledger_id), reads.first, reads.step,
+                                      reads.count), part.payload_size * part.count, part.count, deliver)
+
+    def _one_by_one(self, handler: BookieRequestHandler, part: FrameRun) -> None:
+        """A run's frames taken as if they had come one by one."""
+        for payload in part.payloads():
+            if not handler.closed:
+                handler._dispatch(payload)
+        self.submit_batched(handler)
 
     async def _read_many(self, reads: list[tuple[LedgerId, int, Callable, int]]) -> list[bytes]:
         """Plain reads (ledger, entry id, answer, size), read in one executor job; their answers."""
@@ -402,20 +421,23 @@ class BookieRequestProcessor:
     def _read_range(self, ledger: LedgerId, first: int, step: int, count: int, results: list) -> bool:
         """Read ``count`` entries ``first``, ``first + step``, ... as one range into ``results``; False
         (nothing added) unless the bookie has every one of them."""
+        found = self._read_stepped(ledger, first, step, count)
+        if found is None:
+            return False
+        framed, lac = found
+        results.extend((bytes(body), first + k * step, lac) for k, body in enumerate(entry_format.iter_frames(framed)))
+        return True
+
+    def _read_stepped(self, ledger: LedgerId, first: int, step: int, count: int) -> tuple[bytes, int | None] | None:
+        """The framed entries ``first``, ``first + step``, ... (``count`` of them) and the ledger's LAC, or None
+        unless the bookie has every one of them (the storage checks each record's ledger and entry id)."""
         last = first + (count - 1) * step
         try:
             parts, got, _ = self.bookie.storage.read_framed_parts(ledger, first, last, 1 << 62, step, first % step)
             lac = self.bookie.last_add_confirmed(ledger)
         except Exception:
-            return False  # each read then gets its own answer
-        if got != count:
-            return False
-        bodies = [bytes(body) for body in entry_format.iter_frames(b"".join(parts))]
-        for k, body in enumerate(bodies):
-            if entry_format.peek_ids(body, 0)[1:3] != (ledger.ledger_id, first + k * step):
-                return False
-        results.extend((body, first + k * step, lac) for k, body in enumerate(bodies))
-        return True
+            return None  # each read then gets its own answer
+        return (b"".join(parts), lac) if got == count else None
 
     # -- v3 -----------------------------------------------------------------------------------------
     def process_v3(self, handler: BookieRequestHandler, request: pb.Request, size: int) -> None:

@@ -90,3 +90,12 @@ def drop_clean_pages(fd: int, offset: int = 0, nbytes: int = 0) -> None:
         os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
     except OSError:
         pass
+
+
+def read_ahead(fd: int, offset: int, nbytes: int) -> None:
+    """Advise the kernel to read the file's ``[offset, offset + nbytes)`` into the page cache (started, not
+    waited for). Advice only: refused, the reads that want those pages read them."""
+    try:
+        os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass

@@ -9,8 +9,10 @@ import os
 
 import pytest
 
+from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager
 from bookie.server import entry_logger as entry_logger_module
+from bookie.util.io import read_ahead as read_ahead_pages
 from tests.helpers.engine_ops import PASSWORD
 from tests.helpers.journal_files import KEY, LEDGER
 from tests.helpers.page_cache import PAGE, resident_pages
@@ -116,3 +118,37 @@ def test_a_bookie_whose_writeback_failed_replays_its_entries(make_bookie, monkey
     bookie.shutdown()
     monkeypatch.undo()
     assert_entries_read_back(make_bookie(**SMALL), acknowledged * 64)
+
+
+@pytest.mark.parametrize("read_ahead", [1024 * 1024, 0])
+def test_a_range_read_has_the_kernel_read_ahead_what_was_dropped(make_bookie, monkeypatch, read_ahead):
+    """entryLogReadAheadBytes: after a range read, the kernel is asked to read the bytes after it (as
+    DbLedgerStorage's read-ahead cache), so the reads that follow find the pages the writer dropped in the
+    page cache; asked again only once half of it is read, for the rest."""
+    bookie = make_bookie(entryLogReadAheadBytes=read_ahead, **SMALL)
+    logger = bookie.storage.entry_logger
+    asked = []
+    monkeypatch.setattr(entry_logger_module, "read_ahead",
+                        lambda fd, offset, nbytes: asked.append((offset, nbytes)) or read_ahead_pages(fd, offset, nbytes))
+    add_batches(bookie, 64)  # 4 MiB
+    wait_for(lambda: logger._cached_from >= 3 * 1024 * 1024, "the writer to drop 3 MiB of written-back pages")
+    path = logger.path_of(logger.log_id)
+
+    def read(first: int, last: int) -> int:
+        """Entries first..last read as one range; where its span read ends: at the last entry's record (read
+        on its own)."""
+        _, got, _ = bookie.storage.read_framed_parts(LEDGER, first, last, 1 << 62, 1, 0)
+        assert got == last - first + 1
+        return (bookie.storage.cache.get(LEDGER, last) & 0xFFFFFFFF) - entry_format.FRAME_LEN
+    end = read(0, 255)  # 256 KiB: the log's first pages
+    if not read_ahead:
+        assert asked == []
+        return
+    assert asked == [(end, read_ahead)]
+    wait_for(lambda: all(resident_pages(path, end + read_ahead)[(end + PAGE - 1) // PAGE:]),
+             "the kernel to read ahead the MiB after the span")
+    read(256, 511)  # within the first half of what was asked: not asked again
+    assert len(asked) == 1
+    later = read(512, 1023)  # past half of it: the rest of a MiB after this span is asked for
+    assert asked[1] == (end + read_ahead, later + read_ahead - end - read_ahead)
+    assert_entries_read_back(bookie, 64 * 64)

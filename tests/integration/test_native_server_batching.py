@@ -261,3 +261,58 @@ def test_a_bad_entry_in_a_v3_run_is_refused_alone_and_a_fenced_run_as_a_whole(na
     native_bookie[0].fence_ledger(LedgerId(0, 25), KEY).result(DEADLINE)
     conn.send(*(r.SerializeToString() for r in requests))
     assert answered(conn, requests) == [status.EFENCED] * 20
+
+
+# -- plain v3 reads of one size at evenly stepped ids: a run read as one range (bookie/proto/v3_read_columns.py) --
+@pytest.fixture
+def read_runs(monkeypatch):
+    """The runs the server takes as plain reads: what ``v3_read_columns.scan_read_run`` gives, each call."""
+    taken = []
+    real = native_server.v3_read_columns.scan_read_run
+    monkeypatch.setattr(native_server.v3_read_columns, "scan_read_run", lambda *a: taken.append(real(*a)) or taken[-1])
+    return taken
+
+
+def stored(c: RawConnection, ledger_id: int, entry_ids, payload=lambda i: b"x") -> None:
+    requests = [c.request(pb.ADD_ENTRY, "addRequest", ledgerId=ledger_id, entryId=i, masterKey=KEY,
+                          body=entry(ledger_id, i, i - 1, payload(i))) for i in entry_ids]
+    c.send(*(r.SerializeToString() for r in requests))
+    assert answered(c, requests) == [status.EOK] * len(requests)
+
+
+def read_answers(c: RawConnection, ledger_id: int, entry_ids) -> dict[int, pb.ReadResponse]:
+    """Entry id -> its answer, of reads sent in one write (txnIds of one varint length: frames of one size)."""
+    c._txn = max(c._txn, 1000)
+    reads = [c.request(pb.READ_ENTRY, "readRequest", ledgerId=ledger_id, entryId=i) for i in entry_ids]
+    c.send(*(r.SerializeToString() for r in reads))
+    by_txn = {a.header.txnId: a for a in (pb.Response.FromString(c.receive()) for _ in reads)}
+    assert sorted(by_txn) == [r.header.txnId for r in reads]
+    for r in reads:
+        assert by_txn[r.header.txnId].status == by_txn[r.header.txnId].readResponse.status
+    return {r.readRequest.entryId: by_txn[r.header.txnId].readResponse for r in reads}
+
+
+def test_a_run_of_striped_v3_reads_is_one_range_answered_each_with_its_txn(native_bookie, conn, read_runs,
+                                                                           monkeypatch):
+    stored(conn, 30, range(100))
+    singles = []
+    real = native_bookie[0].read_entry
+    monkeypatch.setattr(native_bookie[0], "read_entry", lambda *a: singles.append(a[1]) or real(*a))
+    ids = range(1, 100, 3)  # a Java client's share of a range read striped over three bookies
+    answers = read_answers(conn, 30, ids)
+    for i in ids:
+        a = answers[i]
+        assert (a.status, a.ledgerId, a.entryId, a.body, a.maxLAC) == (status.EOK, 30, i, entry(30, i, i - 1), 98)
+    assert any(run is not None for run in read_runs) and singles == []
+
+
+def test_a_run_with_an_absent_entry_or_entries_of_two_sizes_is_answered_read_by_read(native_bookie, conn, read_runs):
+    stored(conn, 31, range(40), payload=lambda i: b"x" * (1 + i % 2))  # two entry sizes
+    stored(conn, 32, range(20))
+    answers = read_answers(conn, 31, range(0, 40, 2)) | read_answers(conn, 31, range(0, 40))
+    assert {i: (a.status, a.body) for i, a in answers.items()} == \
+        {i: (status.EOK, entry(31, i, i - 1, b"x" * (1 + i % 2))) for i in range(40)}
+    answers = read_answers(conn, 32, range(10, 30))  # 20..29 were never added
+    assert {i: a.status for i, a in answers.items()} == {i: status.EOK if i < 20 else status.ENOENTRY for i in range(10, 30)}
+    assert answers[15].body == entry(32, 15, 14)
+    assert read_runs and all(run is not None for run in read_runs)  # runs, each read again request by request

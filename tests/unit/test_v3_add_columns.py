@@ -14,6 +14,7 @@ from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.proto.native_frames import encode_frames
 from bookie.proto.v3_add_columns import decode_add_answers, scan_add_run
 from bookie.proto.v3_hand_encoding import V3AddRequestEncoder, encode_v3_add_response, v3_header_field
+from tests.helpers.v3_requests import scan_run, v3_request
 
 KEY = generate_master_key(b"pw")
 DIGEST = DigestManager(LedgerId(0, 9), b"pw")
@@ -25,25 +26,18 @@ def body(entry_id: int) -> bytes:
 
 def request(txn: int, entry_id: int, *, priority: int = 0, recovery: bool = False, write_flags: int | None = None,
             context: bool = False, ledger_id: int = 9) -> pb.Request:
-    r = pb.Request()
-    r.header.version, r.header.operation, r.header.txnId = pb.VERSION_THREE, pb.ADD_ENTRY, txn
-    if priority:
-        r.header.priority = priority
+    r = v3_request(pb.ADD_ENTRY, txn, priority, context)
     add = r.addRequest
     add.ledgerId, add.entryId, add.masterKey, add.body = ledger_id, entry_id, KEY, body(entry_id)
     if recovery:
         add.flag = pb.AddRequest.RECOVERY_ADD
     if write_flags is not None:
         add.writeFlags = write_flags
-    if context:
-        r.requestContext.add(key="k", value="v")
     return r
 
 
 def scan(requests: list[pb.Request]):
-    payloads = [r.SerializeToString() for r in requests]
-    assert len({len(p) for p in payloads}) == 1, "a run is of frames of one size"
-    return scan_add_run(encode_frames(payloads), len(payloads[0]), len(payloads))
+    return scan_run(scan_add_run, requests)
 
 
 def one_by_one(requests: list[pb.Request], code: int) -> bytes:
