@@ -3,14 +3,15 @@ PerChannelBookieClient). Thread-safe; the same interface and answers as ``Bookie
 the writer and the readers do not know which transport a bookie has.
 
 Each request is a v3 ``Request`` in a length-prefixed frame; responses come back matched by txnId.
-Many requests are in flight at once: a request is queued, and whoever finds no flush under way
-writes everything queued by then with one ``sendall`` (what queues meanwhile goes in the next one),
-as Netty's channel coalesces writes. One reader thread per connection completes futures.
+Many requests are in flight at once: a request is queued, and the connection's writer thread writes
+everything queued by then with one ``sendall`` (what queues meanwhile goes in the next one), as Netty's
+event loop writes and coalesces for the threads that queue. One reader thread per connection completes
+futures.
 
 The native protocol has no batched add and no range read, so ``add`` of a framed batch sends one
 AddRequest per entry (serialized by hand from the batch's constant parts, consecutive txnIds, written
-together; the entries share one in-flight record, no Future each, and the answers one read brings are
-counted under one lock) and answers the batch as the gRPC bookie would (one
+together; the entries share one in-flight record, registered once by its first txnId, no Future each,
+and a run of answers is counted as a range of txnIds) and answers the batch as the gRPC bookie would (one
 AddResponse: first/last entry id, count, the first failing status). With ``use_v2`` (the client's
 ``useV2WireProtocol``, as Pulsar runs BookKeeper's client) the adds are v2 ADDENTRY requests instead, on a
 connection of their own: a fixed header and the master key before each entry, a fixed 24-byte answer, no
@@ -273,16 +274,15 @@ class NativeBookieClient:
         if not ids:
             batch.future.set_result(batch.response)
             return batch.future
-        self._send_block(list(range(first_txn, first_txn + len(ids))), blocks, batch, self._connect)
+        self._send_block(lambda connection: connection.send_adds(batch, blocks), self._connect)
         return batch.future
 
-    def _send_block(self, keys: list, blocks: list[bytes], batch: PendingAddBatch,
-                    connect: Callable[[], ChannelConnection]) -> None:
-        """Send a batch's framed requests, reconnecting once if the connection broke since it was last used
-        (as ``_submit``)."""
+    def _send_block(self, send: Callable[[ChannelConnection], None], connect: Callable[[], ChannelConnection]) -> None:
+        """``send`` a batch's framed requests on the connection, reconnecting once if it broke since it was last
+        used (as ``_submit``)."""
         for attempt in (1, 2):
             try:
-                connect().send_block(keys, blocks, batch)
+                send(connect())
                 return
             except BKBookieHandleNotAvailableException:
                 if attempt == 2:
@@ -298,11 +298,12 @@ class NativeBookieClient:
         head = v2.add_request_head(master_key, recovery)
         blocks, ids = _framed_requests(parts, lambda part, done: _V2_REQUESTS.encode(head, part),
                                        lambda done, entry_ids, bodies: (head + body for body in bodies))
-        batch = PendingAddBatch(ledger, ids, v2_keys=True)
+        batch = PendingAddBatch(ledger, ids)
         if not ids:
             batch.future.set_result(batch.response)
             return batch.future
-        self._send_block([(lid, entry_id) for entry_id in ids], blocks, batch, self._connect_v2)
+        keys = [(lid, entry_id) for entry_id in ids]
+        self._send_block(lambda connection: connection.send_block(keys, blocks, batch), self._connect_v2)
         return batch.future
 
     # -- reads ---------------------------------------------------------------------------------------

@@ -1,10 +1,17 @@
 """The connection under a NativeBookieClient (BookKeeper's PerChannelBookieClient channel): one socket,
-the write queue flushed with one ``sendall`` per turn, the requests in flight by key, and the reader
-thread that answers them (``PendingCall``: one request and its Future; ``PendingAddBatch``: the
-per-entry AddRequests of one framed batch, answered together) and expires those past their deadline.
+the write queue and the writer thread that writes it (everything queued by then in one ``sendall``), the
+requests in flight by key, and the reader thread that answers them (``PendingCall``: one request and its
+Future; ``PendingAddBatch``: the per-entry AddRequests of one framed batch, answered together) and expires
+those past their deadline.
+
+Writing to a socket costs the kernel's time for every byte, and on loopback the receiving side's too: the
+writer thread spends it (without the GIL), so that neither the application thread that appends nor the
+reader thread that answers a batch (and sends the next) waits for it, or for a bookie that reads slowly,
+as Netty's event loop writes for the threads that queue.
 
 A connection speaks one version of the protocol, as a Java client's channel does. v3 (``v3_answer``):
-requests and answers are matched by txnId. v2 (``v2_add_answer``, adds only, with
+requests and answers are matched by txnId; a batch of adds, whose txnIds are consecutive, is registered once
+and answered by ranges of txnIds (a run of answers decoded as columns gives its txnIds as an array). v2 (``v2_add_answer``, adds only, with
 ``useV2WireProtocol``): an answer names only its ledger and entry, so requests are matched by
 (ledger id, entry id), as PerChannelBookieClient's v2 completion keys; the same entry sent again before
 its answer waits behind the first.
@@ -18,9 +25,10 @@ import threading
 import time
 from concurrent.futures import Future
 from collections import deque
-from itertools import repeat
+from dataclasses import dataclass
 from typing import Callable, Hashable
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from bookie.exceptions import (BadRequestException, BKBookieHandleNotAvailableException, BKClientClosedException,
@@ -78,14 +86,20 @@ def v2_add_answer(frame: bytes) -> tuple[tuple[int, int], int]:
     return (ledger_id, entry_id), v2.to_v3_status(rc)
 
 
-def v3_answers(run: FrameRun) -> list[tuple[int, v3.Response | int]]:
+@dataclass
+class AddAnswers:
+    """Answers to v3 adds, all with one status: their txnIds (decoded as columns)."""
+    txns: np.ndarray
+    code: int
+
+
+def v3_answers(run: FrameRun) -> list[tuple[int, v3.Response]] | AddAnswers:
     """``v3_answer`` of a run of same-size answers: answers to adds laid out alike decoded as columns
-    (v3_add_columns), each its status; any other run one by one."""
+    (v3_add_columns), their txnIds and status; any other run one by one."""
     decoded = v3_add_columns.decode_add_answers(run.block, run.payload_size, run.count)
     if decoded is None:
         return [v3_answer(payload) for payload in run.payloads()]
-    txns, code = decoded
-    return list(zip(txns, repeat(code)))
+    return AddAnswers(*decoded)
 
 
 def v2_add_answers(run: FrameRun) -> list[tuple[tuple[int, int], int]]:
@@ -109,28 +123,29 @@ class ChannelConnection:
         self.answers_of = answers_of  # runs of same-size answers, if the protocol has a columnar decoder
         self.lock = threading.Lock()
         self.pending: dict[Hashable, PendingCall | PendingAddBatch] = {}
+        # v3 adds in flight: a batch's txnIds follow on from its first, so it is registered once, by its first
+        self.add_batches: dict[int, PendingAddBatch] = {}
         self.waiting: dict[Hashable, deque] = {}  # v2: requests whose key was already in flight, in order
         self.deadlines: dict[Hashable, float] = {}  # key -> deadline, of the requests that have one (not adds)
-        self.queued: list[bytes] = []  # frame headers and payloads, joined by the flush
-        self.flushing = False
+        self.queued: list[bytes] = []  # frame headers and payloads, joined by the writer thread
+        self.queued_ready = threading.Condition(self.lock)
         self.broken: Exception | None = None
         self.thread = threading.Thread(target=self._receive, name=f"bookie-rpc-{bookie_id}", daemon=True)
+        self.writer = threading.Thread(target=self._write, name=f"bookie-rpc-write-{bookie_id}", daemon=True)
         self.thread.start()
+        self.writer.start()
 
     def send(self, requests: list[tuple[Hashable, bytes, PendingCall | PendingAddBatch]]) -> None:
-        """Register and queue serialized requests; flush unless another thread is flushing."""
+        """Register and queue serialized requests for the writer thread."""
         with self.lock:
             if self.broken is not None:
                 raise self.broken
-            queued = self.queued
+            framed = []
             for key, payload, handler in requests:
                 self._register(key, handler)
-                queued.append(FRAME_HEADER.pack(len(payload)))
-                queued.append(payload)
-            if self.flushing:
-                return
-            self.flushing = True
-        self._flush()
+                framed.append(FRAME_HEADER.pack(len(payload)))
+                framed.append(payload)
+            self._queue(framed)
 
     def send_block(self, keys: list[Hashable], blocks: list[bytes], handler: PendingAddBatch) -> None:
         """``send`` of one handler's requests already framed, back to back in ``blocks``, ``keys`` in their
@@ -143,11 +158,22 @@ class ChannelConnection:
             else:
                 for key in keys:
                     self._register(key, handler)
-            self.queued += blocks
-            if self.flushing:
-                return
-            self.flushing = True
-        self._flush()
+            self._queue(blocks)
+
+    def send_adds(self, batch: PendingAddBatch, blocks: list[bytes]) -> None:
+        """``send_block`` of a v3 batch, whose requests' txnIds are ``batch.first_txn`` on: the batch is
+        registered once, and answered by ranges of txnIds (``_answer_adds``)."""
+        with self.lock:
+            if self.broken is not None:
+                raise self.broken
+            self.add_batches[batch.first_txn] = batch
+            self._queue(blocks)
+
+    def _queue(self, blocks: list[bytes]) -> None:
+        """Queue framed requests for the writer thread (lock held)."""
+        if not self.queued:
+            self.queued_ready.notify()
+        self.queued += blocks
 
     def _register(self, key: Hashable, handler: PendingCall | PendingAddBatch) -> None:
         """A request in flight (lock held)."""
@@ -158,19 +184,19 @@ class ChannelConnection:
         if handler.deadline is not None:
             self.deadlines[key] = handler.deadline
 
-    def _flush(self) -> None:
-        """Write what is queued, and what queues meanwhile, until nothing is (this thread is the flusher)."""
+    def _write(self) -> None:
+        """The writer thread: writes what is queued, everything queued by then in one ``sendall`` (see the
+        module's docstring)."""
         while True:
             with self.lock:
-                batch, self.queued = self.queued, []
-                if not batch or self.broken is not None:
-                    self.flushing = False
+                while not self.queued and self.broken is None:
+                    self.queued_ready.wait()
+                if self.broken is not None:
                     return
+                batch, self.queued = self.queued, []
             try:
                 self.sock.sendall(b"".join(batch))
             except OSError as exc:
-                with self.lock:
-                    self.flushing = False
                 self.fail(BKBookieHandleNotAvailableException(f"write to bookie {self.bookie_id} failed: {exc}"))
                 return
 
@@ -196,37 +222,43 @@ class ChannelConnection:
     def _complete(self, frames: list[bytes]) -> None:
         """Answer the requests of what one read brought (the map is locked once for all of them); a frame
         that does not parse ends the connection after the answers before it."""
-        answers = []
+        answers: list[tuple[Hashable, object]] = []
+        adds: list[AddAnswers] = []
         answer_of = self.answer_of
         try:
             for frame in frames:
                 if type(frame) is FrameRun:
-                    answers += self.answers_of(frame)
+                    decoded = self.answers_of(frame)
+                    if type(decoded) is AddAnswers:
+                        adds.append(decoded)
+                    else:
+                        answers += decoded
                 else:
                     answers.append(answer_of(frame))
         finally:
-            self._answer(answers)
+            self._answer(answers, adds)
 
-    def _answer(self, answers: list[tuple[Hashable, object]]) -> None:
+    def _answer(self, answers: list[tuple[Hashable, object]], adds: list[AddAnswers] = ()) -> None:
         with self.lock:
             pending, deadlines, waiting = self.pending, self.deadlines, self.waiting
-            if not deadlines and not waiting:  # adds only: their handlers taken out in one pass
-                handlers = map(pending.pop, [a[0] for a in answers], repeat(None))
-                answered = [(key, response, handler) for (key, response), handler in zip(answers, handlers)
-                            if handler is not None]
-            else:
-                answered = []
-                for key, response in answers:
-                    handler = pending.pop(key, None)
-                    if handler is not None:  # None: timed out earlier
-                        if deadlines:
-                            deadlines.pop(key, None)
-                        if waiting and key in waiting:
-                            queue = waiting[key]
-                            pending[key] = queue.popleft()
-                            if not queue:
-                                del waiting[key]
-                        answered.append((key, response, handler))
+            answered = []
+            for key, response in answers:
+                handler = pending.pop(key, None)
+                if handler is None:  # an add of a batch registered by its first txnId, or timed out earlier
+                    if self.add_batches and type(response) is v3.Response:
+                        adds.append(AddAnswers(np.array([key], dtype=np.int64), _v3_add_status(response)))
+                    continue
+                if deadlines:
+                    deadlines.pop(key, None)
+                if waiting and key in waiting:
+                    queue = waiting[key]
+                    pending[key] = queue.popleft()
+                    if not queue:
+                        del waiting[key]
+                answered.append((key, response, handler))
+            finished = self._answer_adds(adds) if adds else ()
+        for batch in finished:
+            batch.settle()
         bookie_id = self.bookie_id
         i, n = 0, len(answered)
         while i < n:
@@ -240,6 +272,18 @@ class ChannelConnection:
             else:
                 handler.answer(answered[i][0], answered[i][1], bookie_id)
                 i += 1
+
+    def _answer_adds(self, adds: list[AddAnswers]) -> list[PendingAddBatch]:
+        """Count answers to v3 adds against the batches in flight (lock held); the batches now answered whole,
+        no longer in flight."""
+        finished = []
+        for answer in adds:
+            low, high = int(answer.txns.min()), int(answer.txns.max())
+            for first, batch in list(self.add_batches.items()):
+                if first <= high and low < first + batch.count and batch.take(answer.txns, answer.code):
+                    del self.add_batches[first]
+                    finished.append(batch)
+        return finished
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -259,9 +303,11 @@ class ChannelConnection:
         with self.lock:
             if self.broken is None:
                 self.broken = error
-            handlers = [*self.pending.values(), *(h for queue in self.waiting.values() for h in queue)]
-            self.pending, self.waiting, self.deadlines = {}, {}, {}
+            handlers = [*self.pending.values(), *(h for queue in self.waiting.values() for h in queue),
+                        *self.add_batches.values()]
+            self.pending, self.waiting, self.deadlines, self.add_batches = {}, {}, {}, {}
             self.queued = []
+            self.queued_ready.notify()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -271,8 +317,9 @@ class ChannelConnection:
 
     def close(self) -> None:
         self.fail(BKClientClosedException(f"client of bookie {self.bookie_id} is closed"))
-        if self.thread is not threading.current_thread():
-            self.thread.join(timeout=5)
+        for thread in (self.thread, self.writer):
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
         self.sock.close()
 
 
@@ -284,42 +331,61 @@ def _v3_add_status(response: v3.Response) -> int:
 
 
 class PendingAddBatch:
-    """The entries of one framed batch, sent as AddRequests (v3: consecutive txnIds from ``first_txn``; v2:
-    keyed by (ledger id, entry id)), answered as one AddResponse when every entry is answered (or failed as
-    a whole by the transport). An answer is a v3 Response, or its status already (decoded as columns)."""
+    """The entries of one framed batch, sent as AddRequests, answered as one AddResponse when every entry is
+    answered (or failed as a whole by the transport). v3: their txnIds are consecutive from ``first_txn``, and
+    answers come as ranges of txnIds (``take``); v2: each is keyed by (ledger id, entry id), and answered with
+    its status as its connection matches it (``answer_many``)."""
     deadline = None  # no deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream
 
-    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0, v2_keys: bool = False):
+    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0):
         self.future: Future = Future()
         self.entry_ids = entry_ids
         self.first_txn = first_txn
-        self.v2_keys = v2_keys
         first, last = (entry_ids[0], entry_ids[-1]) if entry_ids else (-1, -1)
         self.response = pb.AddResponse(status=status.EOK, ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
                                        firstEntryId=first, lastEntryId=last, entryCount=len(entry_ids))
-        self.remaining = len(entry_ids)
+        self.count = self.remaining = len(entry_ids)
+        self.answered: np.ndarray | None = None  # v3: which entries were answered
         self.settled = False
         self.lock = threading.Lock()
 
-    def answer(self, key, response, bookie_id: str = "") -> None:
-        """One entry's answer (``key`` and ``response`` as its connection gives them)."""
-        self.answer_many([(key, response, self)])
+    def take(self, txns: np.ndarray, code: int) -> bool:
+        """Answers (all with status ``code``) to those of ``txns`` that are this batch's requests (its connection's
+        lock held: its reader thread is the only one answering); whether every entry is answered now. An entry
+        answered again counts once."""
+        at = txns - self.first_txn
+        at = at[(at >= 0) & (at < self.count)]
+        if not len(at):
+            return False
+        if self.answered is None:
+            self.answered = np.zeros(self.count, dtype=bool)
+        if code != status.EOK and self.response.status == status.EOK:
+            fresh = at[~self.answered[at]]
+            if len(fresh):
+                self._failed(self.entry_ids[int(fresh.min())], code)
+        self.answered[at] = True
+        self.remaining = self.count - int(np.count_nonzero(self.answered))
+        return self.remaining == 0
 
-    def answer_many(self, answers: list[tuple[Hashable, object, object]]) -> None:
-        """The answers of several of the batch's entries: (key, response, this batch) each."""
-        codes = ((key, response if type(response) is int else _v3_add_status(response))
-                 for key, response, _ in answers)
-        failed = next(((key, code) for key, code in codes if code != status.EOK), None)  # the first failure
+    def answer_many(self, answers: list[tuple[tuple[int, int], int, object]]) -> None:
+        """v2: the answers of several of the batch's entries: ((ledger id, entry id), status, this batch) each."""
+        failed = next(((key, code) for key, code, _ in answers if code != status.EOK), None)  # the first failure
         with self.lock:
             self.remaining -= len(answers)
             if failed is not None and self.response.status == status.EOK:
-                key, code = failed
-                entry_id = key[1] if self.v2_keys else self.entry_ids[key - self.first_txn]
-                self.response.status = code
-                self.response.message = f"entry {entry_id}: {status.name_of(code)}"
+                self._failed(failed[0][1], failed[1])
             finished = self.remaining == 0
         if finished:
-            self._settle(None)
+            self.settle()
+
+    def _failed(self, entry_id: int, code: int) -> None:
+        """The batch's first failure: its status."""
+        self.response.status = code
+        self.response.message = f"entry {entry_id}: {status.name_of(code)}"
+
+    def settle(self) -> None:
+        """Answered whole: the future gets the batch's AddResponse."""
+        self._settle(None)
 
     def fail(self, error: Exception) -> None:
         self._settle(error)

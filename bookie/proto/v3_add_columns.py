@@ -137,7 +137,7 @@ def encode_add_requests(ledger_id: int, master_key: bytes, first_txn: int, frame
     return b"".join(segments), ids.tolist()
 
 
-def decode_add_answers(block: bytes, payload_size: int, count: int) -> tuple[list[int], int] | None:
+def decode_add_answers(block: bytes, payload_size: int, count: int) -> tuple[np.ndarray, int] | None:
     """(txnIds, the status they all carry) of ``count`` framed v3 answers to adds back to back in ``block``,
     laid out alike (``encode_answers``'s shape: header, status, addResponse of status, ledger and entry id);
     None for any other run of answers (the caller parses those one by one)."""
@@ -163,4 +163,4 @@ def decode_add_answers(block: bytes, payload_size: int, count: int) -> tuple[lis
     rows = rows_alike(block, payload_size, count, [txns, slice(entry_at, entry_at + entry[1])])
     if rows is None:
         return None
-    return varint_values(rows[:, txns]).tolist(), code[0]
+    return varint_values(rows[:, txns]), code[0]

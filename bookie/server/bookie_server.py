@@ -84,7 +84,8 @@ class BookieServer:
             raise OSError(f"cannot listen on {listen}:{grpc_port} (grpcPort)")
         await self.server.start()
         self.native_server = BookieNettyServer(self.bookie, conf["bookiePort"], host=listen,
-                                               max_frame_size=conf["nettyMaxFrameSizeBytes"], bookie_id=self.bookie_id)
+                                               max_frame_size=conf["nettyMaxFrameSizeBytes"], bookie_id=self.bookie_id,
+                                               read_size=conf["byteBufAllocatorSizeMax"])
         await self.native_server.start()
         # Registration may wait for the node of our previous, SIGKILLed process to expire (up to two
         # session timeouts): a thread waits, so the event loop serves requests meanwhile. Listening on

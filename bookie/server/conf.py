@@ -130,6 +130,9 @@ OPTIONS: dict[str, Option] = {
     # Request limits
     "maxPendingAddRequestsPerThread": _o("int", 10000, "queued adds before ETOOMANYREQUESTS", 1),
     "nettyMaxFrameSizeBytes": _o("int", 5242880, "largest request", 1024),
+    "byteBufAllocatorSizeMax": _o("int", 1048576, "most bytes one read of a native-protocol connection takes (Netty's "
+                                  "AdaptiveRecvByteBufAllocator maximum): a client's batch of adds arrives in few "
+                                  "reads, each one journal record", 4096),
     # GC and compaction
     "gcWaitTime": _o("int", 600000, "GC interval, ms", 1),
     "minorCompactionThreshold": _o("float", 0.2, "minor compaction usage threshold"),

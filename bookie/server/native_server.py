@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 MAX_CONNECTION_INFLIGHT = MAX_STREAM_INFLIGHT  # unanswered add bytes per connection before reading stops
 MAX_CONNECTION_REQUESTS = 10000  # unanswered requests per connection (maxPendingAddRequestsPerThread's default)
 DEFAULT_MAX_BATCH_READ_SIZE = 5 * 1024 * 1024  # maxBatchReadSize
+DEFAULT_READ_SIZE = 1024 * 1024  # byteBufAllocatorSizeMax
 _ENTRY_IDS = 16  # a body's ledger id and entry id
 MAX_ADD_BATCH = 1024  # entries of one ledger handed to the Bookie as one framed batch (one journal record)
 MAX_ADD_BATCH_BYTES = 1 << 20
@@ -106,6 +107,8 @@ class BookieRequestHandler(asyncio.Protocol):
     # -- transport events ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
+        if hasattr(transport, "max_size"):  # asyncio's socket transport: what one recv may bring (256 KiB)
+            transport.max_size = self.server.read_size
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -604,11 +607,15 @@ class BookieNettyServer:
 
     def __init__(self, bookie: Bookie, port: int = 0, *, host: str,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE, bookie_id: str | None = None):
+                 max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE, bookie_id: str | None = None,
+                 read_size: int = DEFAULT_READ_SIZE):
         self.processor = BookieRequestProcessor(bookie, max_batch_read_size, bookie_id)
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size
+        # The most one read of a connection brings (byteBufAllocatorSizeMax): a client's batch of adds arrives in
+        # few reads, each stored as one journal record
+        self.read_size = read_size
         self.connections: set[BookieRequestHandler] = set()
         self._server: asyncio.AbstractServer | None = None
 

@@ -256,3 +256,14 @@ def test_v3_requests_the_bookie_does_not_serve_get_ebadreq(connect, caplog):
     deferred = c.request(pb.ADD_ENTRY, "addRequest", ledgerId=1, entryId=1, masterKey=KEY, body=entry(1, 1), writeFlags=1)
     assert c.call(deferred).status == status.EBADREQ
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_connection_reads_up_to_byte_buf_allocator_size_max(native_bookie, connect):
+    """One read of a connection takes up to byteBufAllocatorSizeMax (1 MiB, as Netty's allocator), not asyncio's
+    256 KiB: a client's batch of adds arrives in few reads, each stored as one journal record."""
+    server = native_bookie[1]
+    assert server.read_size == native_server.DEFAULT_READ_SIZE == 1 << 20
+    c = connect()
+    assert c.read(999, 0).status == status.ENOLEDGER  # served: the connection is set up
+    (handler,) = server.connections
+    assert handler.transport.max_size == 1 << 20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+import numpy as np
 import pytest
 
 from bookie.client.native_bookie_client import NativeBookieClient
@@ -62,33 +63,11 @@ def test_range_read_stops_at_an_error_after_what_it_read():
     assert messages[-1].status == status.EIO and "entry 3" in messages[-1].message
 
 
-def add_answer(code: int, entry_id: int) -> v3.Response:
-    response = v3.Response(status=v3.EOK)
-    response.addResponse.status, response.addResponse.entryId = code, entry_id
-    return response
-
-
-def test_add_batch_answers_once_every_entry_is_answered():
-    batch = PendingAddBatch(LEDGER, [10, 11, 12], first_txn=100)
-    batch.answer(100, add_answer(status.EOK, 10))
-    batch.answer(101, add_answer(status.EFENCED, 11))
-    assert not batch.future.done()
-    batch.answer(102, add_answer(status.EOK, 12))
-    response = batch.future.result()
-    assert (response.status, response.firstEntryId, response.lastEntryId, response.entryCount) == (status.EFENCED, 10, 12, 3)
-    assert "entry 11" in response.message
-
-
-def test_add_batch_takes_the_header_status_when_the_add_part_is_missing():
-    batch = PendingAddBatch(LEDGER, [4], first_txn=9)
-    batch.answer(9, v3.Response(status=v3.EBADREQ))
-    assert batch.future.result().status == status.EBADREQ
-
-
 def test_add_batch_fails_with_the_transport_error():
     batch = PendingAddBatch(LEDGER, [0, 1], first_txn=1)
     batch.fail(BKBookieHandleNotAvailableException("lost"))
-    batch.answer(1, add_answer(status.EOK, 0))
+    assert batch.take(np.array([1, 2]), status.EOK)
+    batch.settle()
     with pytest.raises(BKBookieHandleNotAvailableException):
         batch.future.result()
 
@@ -101,7 +80,11 @@ def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids(payloads, 
     client = NativeBookieClient("127.0.0.1:1")
     client._next_txn = first_txn
     sent = []
-    client._send_block = lambda keys, blocks, batch, connect: sent.append((keys, blocks, batch))
+
+    class Connection:
+        def send_adds(self, batch, blocks):
+            sent.append((list(range(batch.first_txn, batch.first_txn + batch.count)), blocks, batch))
+    client._send_block = lambda send, connect: send(Connection())
     digest = DigestManager(LEDGER, b"")
     blob, _ = digest.build_framed(first_entry, first_entry - 1, 0, payloads)
     future = client.add(LEDGER, b"key", blob, recovery=True)
@@ -113,8 +96,8 @@ def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids(payloads, 
     assert [(r.addRequest.ledgerId, r.addRequest.entryId, r.addRequest.masterKey, r.addRequest.body, r.addRequest.flag)
             for r in requests] == [(7, first_entry + k, b"key", body, v3.AddRequest.RECOVERY_ADD)
                                    for k, body in enumerate(bodies)]
-    for txn in keys:
-        batch.answer(txn, add_answer(status.EOK, 0))
+    assert batch.take(np.array(keys), status.EOK)
+    batch.settle()
     assert future.result().entryCount == len(payloads)
 
 

@@ -92,6 +92,7 @@ def test_answers_of_a_run_decode_to_their_txn_ids_and_status(priority):
     requests = [request(300 + k, 200 + k, priority=priority) for k in range(12)]
     answers = scan(requests).encode_answers(status.EFENCED)
     size = len(answers) // 12 - 4
-    assert decode_add_answers(answers, size, 12) == ([300 + k for k in range(12)], status.EFENCED)
+    txns, code = decode_add_answers(answers, size, 12)
+    assert (txns.tolist(), code) == ([300 + k for k in range(12)], status.EFENCED)
     reads = encode_frames([pb.Response(header=r.header, status=status.EOK).SerializeToString() for r in requests])
     assert decode_add_answers(reads, len(reads) // 12 - 4, 12) is None  # not answers to adds
