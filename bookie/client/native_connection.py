@@ -1,5 +1,5 @@
 """The connection under a NativeBookieClient (BookKeeper's PerChannelBookieClient channel): one socket,
-the write queue and the writer thread that writes it (everything queued by then in one ``sendall``), the
+the write queue and the writer thread that writes it (everything queued by then in one ``sendmsg``), the
 requests in flight by key, and the reader thread that answers them (``PendingCall``: one request and its
 Future; ``PendingAddBatch``: the per-entry AddRequests of one framed batch, answered together) and expires
 those past their deadline.
@@ -39,6 +39,7 @@ from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
 from bookie.proto import status, v2_add_columns, v3_add_columns
 from bookie.proto.native_frames import FRAME_HEADER, FrameDecoder, FrameRun, FrameTooLargeException
+from bookie.util.io import sendmsg_all
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class ChannelConnection:
             self.deadlines[key] = handler.deadline
 
     def _write(self) -> None:
-        """The writer thread: writes what is queued, everything queued by then in one ``sendall`` (see the
+        """The writer thread: writes what is queued, everything queued by then in one ``sendmsg`` (see the
         module's docstring)."""
         while True:
             with self.lock:
@@ -195,7 +196,7 @@ class ChannelConnection:
                     return
                 batch, self.queued = self.queued, []
             try:
-                self.sock.sendall(b"".join(batch))
+                sendmsg_all(self.sock, batch)
             except OSError as exc:
                 self.fail(BKBookieHandleNotAvailableException(f"write to bookie {self.bookie_id} failed: {exc}"))
                 return

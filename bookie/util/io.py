@@ -24,6 +24,20 @@ def pwritev_all(fd: int, buffers: list, pos: int) -> int:
     return pos
 
 
+def sendmsg_all(sock, buffers: list) -> None:
+    """Send ``buffers`` back to back on a blocking socket (IOV_MAX at a time, short sends resumed): one copy,
+    the kernel's, where joining them first would copy them twice."""
+    for i in range(0, len(buffers), IOV_MAX):
+        batch = [memoryview(b) for b in buffers[i: i + IOV_MAX]]
+        while batch:
+            n = sock.sendmsg(batch)
+            while batch and n >= len(batch[0]):
+                n -= len(batch[0])
+                batch.pop(0)
+            if batch and n:
+                batch[0] = batch[0][n:]
+
+
 def fsync_dir(path: str) -> None:
     """Make the directory's entries durable (files created, renamed or removed in it)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

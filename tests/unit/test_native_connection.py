@@ -66,6 +66,8 @@ def test_a_lost_connection_fails_waiting_requests_too(connection):
     conn, bookie = connection
     first, again = PendingAddBatch(LEDGER, [5]), PendingAddBatch(LEDGER, [5])
     conn.send([((7, 5), b"x", first), ((7, 5), b"x", again)])
+    bookie.settimeout(DEADLINE)
+    assert bookie.recv(1 << 16)  # written (by the writer thread): then the bookie goes away
     bookie.close()
     for batch in (first, again):
         with pytest.raises(BKBookieHandleNotAvailableException, match="connection to bookie bookie-1 lost"):
