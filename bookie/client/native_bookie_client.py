@@ -9,9 +9,11 @@ event loop writes and coalesces for the threads that queue. One reader thread pe
 futures.
 
 The native protocol has no batched add and no range read, so ``add`` of a framed batch sends one
-AddRequest per entry (serialized by hand from the batch's constant parts, consecutive txnIds, written
-together; the entries share one in-flight record, registered once by its first txnId, no Future each,
-and a run of answers is counted as a range of txnIds) and answers the batch as the gRPC bookie would (one
+AddRequest per entry (serialized from the batch's constant parts, by columns, with consecutive txnIds
+from the process's counter: a part that goes to every bookie of its write set is encoded once, and the
+same buffer, txnIds included, is written to each (``RecentAddRequests``); the entries share one in-flight
+record, registered once a part by its first txnId, no Future each, and a run of answers is counted as a
+range of txnIds) and answers the batch as the gRPC bookie would (one
 AddResponse: first/last entry id, count, the first failing status). With ``use_v2`` (the client's
 ``useV2WireProtocol``, as Pulsar runs BookKeeper's client) the adds are v2 ADDENTRY requests instead, on a
 connection of their own: a fixed header and the master key before each entry, a fixed 24-byte answer, no
@@ -40,7 +42,7 @@ import logging
 import socket
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from concurrent.futures import Future
 from typing import Callable, Iterable, Iterator
 
@@ -92,6 +94,64 @@ def _converter(field: str, out_type, copied: tuple[str, ...], **fixed) -> Callab
     return convert
 
 
+class TxnIds:
+    """The txnIds of this process's v3 requests, from one counter: a part encoded once keeps its txnIds on every
+    bookie it is sent to (a txnId needs to be unique only among the requests in flight on one connection)."""
+
+    def __init__(self):
+        self._next = 1
+        self._lock = threading.Lock()
+
+    def take(self, count: int) -> int:
+        """The first of ``count`` consecutive txnIds."""
+        with self._lock:
+            first = self._next
+            self._next += count
+        return first
+
+
+TXN_IDS = TxnIds()
+
+
+class RecentAddRequests:
+    """The framed v3 AddRequests of the last few parts a writer sent, by the part object, with their first txnId:
+    a writer sends the same part to every bookie of its write set (one object when E == WQ), so it is encoded
+    once, with txnIds from ``TXN_IDS``, and the same buffer goes to every bookie. Thread-safe."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self._lock = threading.Lock()
+        self._recent: OrderedDict[tuple, tuple[bytes, tuple[int, bytes, list[int]]]] = OrderedDict()
+
+    def encode(self, part: bytes, lid: int, master_key: bytes, priority: int, recovery: bool,
+               again: bool = False) -> tuple[int, bytes, list[int]]:
+        """(first txnId, framed requests, entry ids) of ``part``'s entries; ``again``: with new txnIds (the part's
+        requests are still in flight on a connection it is sent to again)."""
+        key = (id(part), lid, master_key, priority, recovery)
+        with self._lock:
+            hit = self._recent.get(key)
+        if hit is not None and hit[0] is part and not again:  # the same object (an id is reused only once freed)
+            return hit[1]
+        first_txn = TXN_IDS.take(entry_format.count_frames(part))
+        encoded = v3_add_columns.encode_add_requests(lid, master_key, first_txn, part, priority, recovery,
+                                                     MIN_COLUMN_ENTRIES)
+        if encoded is None:  # entries of several sizes, or few: each request by hand
+            encode = V3AddRequestEncoder(lid, master_key, priority, recovery).encode
+            bodies = list(entry_format.iter_frames(part))
+            ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
+            encoded = (b"".join(FRAME_HEADER.pack(len(p)) + p
+                                for p in map(encode, itertools.count(first_txn), ids, bodies)), ids)
+        result = (first_txn, *encoded)
+        with self._lock:
+            self._recent[key] = (part, result)
+            while len(self._recent) > self.size:
+                self._recent.popitem(last=False)
+        return result
+
+
+_V3_REQUESTS = RecentAddRequests()
+
+
 def _framed_requests(parts: list, by_columns: Callable[[bytes, int], tuple[bytes, list[int]] | None],
                      by_hand: Callable[[int, list[int], list], Iterable[bytes]]) -> tuple[list[bytes], list[int]]:
     """The framed add requests of a batch's parts and the entries' ids: each part ``by_columns(part, entries
@@ -119,8 +179,6 @@ class NativeBookieClient:
         self.max_frame_size = max_frame_size
         self.use_v2 = use_v2  # adds as v2 ADDENTRY (useV2WireProtocol)
         self._v2_connection: ChannelConnection | None = None
-        self._next_txn = 1
-        self._txn_lock = threading.Lock()
         self._deferred = threading.local()  # requests held back by _written_together on this thread
         self._lock = threading.Lock()
         self._connection: ChannelConnection | None = None
@@ -193,16 +251,10 @@ class NativeBookieClient:
             connection.close()
             raise error
 
-    def _txns(self, count: int) -> int:
-        """The first of ``count`` consecutive txnIds (a batch's entries are told apart by their offset)."""
-        with self._txn_lock:
-            first = self._next_txn
-            self._next_txn += count
-        return first
 
     def _new_request(self, operation: int, priority: int = 0) -> tuple[int, v3.Request]:
         """A Request with its header filled in; the caller fills in the operation's part."""
-        txn = self._txns(1)
+        txn = TXN_IDS.take(1)
         request = v3.Request()
         header = request.header
         header.version = v3.VERSION_THREE
@@ -264,17 +316,21 @@ class NativeBookieClient:
         # A part of MIN_COLUMN_ENTRIES or more entries of one size is encoded by columns (v3_add_columns); any
         # other by hand, from the batch's constant parts: only the txnId, the entry id and the body change.
         priority = DEFAULT_HIGH_PRIORITY_VALUE if recovery else 0
-        first_txn = self._txns(sum(entry_format.count_frames(part) for part in parts))
-        encode = V3AddRequestEncoder(lid, master_key, priority, recovery).encode
-        blocks, ids = _framed_requests(
-            parts, lambda part, done: v3_add_columns.encode_add_requests(
-                lid, master_key, first_txn + done, part, priority, recovery, MIN_COLUMN_ENTRIES),
-            lambda done, entry_ids, bodies: map(encode, itertools.count(first_txn + done), entry_ids, bodies))
-        batch = PendingAddBatch(ledger, ids, first_txn)
-        if not ids:
+        encoded = [_V3_REQUESTS.encode(part, lid, master_key, priority, recovery) for part in parts]
+        batch = PendingAddBatch(ledger, [i for _, _, ids in encoded for i in ids])
+        if not batch.count:
             batch.future.set_result(batch.response)
             return batch.future
-        self._send_block(lambda connection: connection.send_adds(batch, blocks), self._connect)
+
+        def send(connection: ChannelConnection) -> None:
+            nonlocal encoded
+            if not connection.send_adds(batch, [(first, len(ids)) for first, _, ids in encoded],
+                                        [block for _, block, _ in encoded]):
+                # a part still in flight on this connection under these txnIds: sent again with new ones
+                encoded = [_V3_REQUESTS.encode(part, lid, master_key, priority, recovery, again=True) for part in parts]
+                connection.send_adds(batch, [(first, len(ids)) for first, _, ids in encoded],
+                                     [block for _, block, _ in encoded])
+        self._send_block(send, self._connect)
         return batch.future
 
     def _send_block(self, send: Callable[[ChannelConnection], None], connect: Callable[[], ChannelConnection]) -> None:

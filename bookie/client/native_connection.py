@@ -124,8 +124,9 @@ class ChannelConnection:
         self.answers_of = answers_of  # runs of same-size answers, if the protocol has a columnar decoder
         self.lock = threading.Lock()
         self.pending: dict[Hashable, PendingCall | PendingAddBatch] = {}
-        # v3 adds in flight: a batch's txnIds follow on from its first, so it is registered once, by its first
-        self.add_batches: dict[int, PendingAddBatch] = {}
+        # v3 adds in flight: a part of a batch is registered once, by its first txnId (the others follow on):
+        # first txnId -> (its batch, where in the batch it starts, its entries)
+        self.add_batches: dict[int, tuple[PendingAddBatch, int, int]] = {}
         self.waiting: dict[Hashable, deque] = {}  # v2: requests whose key was already in flight, in order
         self.deadlines: dict[Hashable, float] = {}  # key -> deadline, of the requests that have one (not adds)
         self.queued: list[bytes] = []  # frame headers and payloads, joined by the writer thread
@@ -161,14 +162,22 @@ class ChannelConnection:
                     self._register(key, handler)
             self._queue(blocks)
 
-    def send_adds(self, batch: PendingAddBatch, blocks: list[bytes]) -> None:
-        """``send_block`` of a v3 batch, whose requests' txnIds are ``batch.first_txn`` on: the batch is
-        registered once, and answered by ranges of txnIds (``_answer_adds``)."""
+    def send_adds(self, batch: PendingAddBatch, ranges: list[tuple[int, int]], blocks: list) -> bool:
+        """Queue a v3 batch's framed requests: each part's txnIds follow on from its first, ``ranges`` holding
+        (first txnId, entries) of each part in order. The batch is registered once a part, and answered by
+        ranges of txnIds (``_answer_adds``). False (nothing sent) if a part's first txnId is in flight already
+        (the same part sent to this bookie again before its answer)."""
         with self.lock:
             if self.broken is not None:
                 raise self.broken
-            self.add_batches[batch.first_txn] = batch
+            if any(first in self.add_batches for first, _ in ranges):
+                return False
+            offset = 0
+            for first, count in ranges:
+                self.add_batches[first] = (batch, offset, count)
+                offset += count
             self._queue(blocks)
+        return True
 
     def _queue(self, blocks: list[bytes]) -> None:
         """Queue framed requests for the writer thread (lock held)."""
@@ -275,15 +284,17 @@ class ChannelConnection:
                 i += 1
 
     def _answer_adds(self, adds: list[AddAnswers]) -> list[PendingAddBatch]:
-        """Count answers to v3 adds against the batches in flight (lock held); the batches now answered whole,
-        no longer in flight."""
+        """Count answers to v3 adds against the parts in flight (lock held); the batches now answered whole."""
         finished = []
         for answer in adds:
             low, high = int(answer.txns.min()), int(answer.txns.max())
-            for first, batch in list(self.add_batches.items()):
-                if first <= high and low < first + batch.count and batch.take(answer.txns, answer.code):
-                    del self.add_batches[first]
-                    finished.append(batch)
+            for first, (batch, offset, count) in list(self.add_batches.items()):
+                if first <= high and low < first + count:
+                    part_done, batch_done = batch.take(answer.txns - first, offset, count, answer.code)
+                    if part_done:
+                        del self.add_batches[first]
+                    if batch_done:
+                        finished.append(batch)
         return finished
 
     def _expire(self) -> None:
@@ -305,7 +316,7 @@ class ChannelConnection:
             if self.broken is None:
                 self.broken = error
             handlers = [*self.pending.values(), *(h for queue in self.waiting.values() for h in queue),
-                        *self.add_batches.values()]
+                        *(batch for batch, _, _ in self.add_batches.values())]
             self.pending, self.waiting, self.deadlines, self.add_batches = {}, {}, {}, {}
             self.queued = []
             self.queued_ready.notify()
@@ -333,15 +344,14 @@ def _v3_add_status(response: v3.Response) -> int:
 
 class PendingAddBatch:
     """The entries of one framed batch, sent as AddRequests, answered as one AddResponse when every entry is
-    answered (or failed as a whole by the transport). v3: their txnIds are consecutive from ``first_txn``, and
-    answers come as ranges of txnIds (``take``); v2: each is keyed by (ledger id, entry id), and answered with
+    answered (or failed as a whole by the transport). v3: the txnIds of each part of the batch are consecutive,
+    and answers come as ranges of txnIds (``take``); v2: each is keyed by (ledger id, entry id), and answered with
     its status as its connection matches it (``answer_many``)."""
     deadline = None  # no deadline of its own: the writer's addEntryTimeout fails it, as on the gRPC add stream
 
-    def __init__(self, ledger: LedgerId, entry_ids: list[int], first_txn: int = 0):
+    def __init__(self, ledger: LedgerId, entry_ids: list[int]):
         self.future: Future = Future()
         self.entry_ids = entry_ids
-        self.first_txn = first_txn
         first, last = (entry_ids[0], entry_ids[-1]) if entry_ids else (-1, -1)
         self.response = pb.AddResponse(status=status.EOK, ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id,
                                        firstEntryId=first, lastEntryId=last, entryCount=len(entry_ids))
@@ -350,14 +360,14 @@ class PendingAddBatch:
         self.settled = False
         self.lock = threading.Lock()
 
-    def take(self, txns: np.ndarray, code: int) -> bool:
-        """Answers (all with status ``code``) to those of ``txns`` that are this batch's requests (its connection's
-        lock held: its reader thread is the only one answering); whether every entry is answered now. An entry
-        answered again counts once."""
-        at = txns - self.first_txn
-        at = at[(at >= 0) & (at < self.count)]
+    def take(self, at: np.ndarray, offset: int, count: int, code: int) -> tuple[bool, bool]:
+        """Answers (all with status ``code``) to the requests of the part whose ``count`` entries start at
+        ``offset`` in the batch, ``at`` places in it (txnIds less the part's first; those outside it are another
+        part's), under the connection's lock (its reader thread is the only one answering): whether the part is
+        answered whole now, and the batch. An entry answered again counts once."""
+        at = at[(at >= 0) & (at < count)] + offset
         if not len(at):
-            return False
+            return False, False
         if self.answered is None:
             self.answered = np.zeros(self.count, dtype=bool)
         if code != status.EOK and self.response.status == status.EOK:
@@ -366,7 +376,7 @@ class PendingAddBatch:
                 self._failed(self.entry_ids[int(fresh.min())], code)
         self.answered[at] = True
         self.remaining = self.count - int(np.count_nonzero(self.answered))
-        return self.remaining == 0
+        return bool(self.answered[offset:offset + count].all()), self.remaining == 0
 
     def answer_many(self, answers: list[tuple[tuple[int, int], int, object]]) -> None:
         """v2: the answers of several of the batch's entries: ((ledger id, entry id), status, this batch) each."""

@@ -7,7 +7,8 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from bookie.client.native_bookie_client import NativeBookieClient
+from bookie.client import native_bookie_client
+from bookie.client.native_bookie_client import NativeBookieClient, TxnIds
 from bookie.client.native_connection import PendingAddBatch
 from bookie.proto.native_frames import FrameDecoder
 from bookie.exceptions import BKBookieHandleNotAvailableException, BKIncorrectParameterException
@@ -64,9 +65,9 @@ def test_range_read_stops_at_an_error_after_what_it_read():
 
 
 def test_add_batch_fails_with_the_transport_error():
-    batch = PendingAddBatch(LEDGER, [0, 1], first_txn=1)
+    batch = PendingAddBatch(LEDGER, [0, 1])
     batch.fail(BKBookieHandleNotAvailableException("lost"))
-    assert batch.take(np.array([1, 2]), status.EOK)
+    assert batch.take(np.array([0, 1]), 0, 2, status.EOK) == (True, True)
     batch.settle()
     with pytest.raises(BKBookieHandleNotAvailableException):
         batch.future.result()
@@ -76,29 +77,45 @@ def test_add_batch_fails_with_the_transport_error():
     ([b"a", b"bb"], 5, 1),  # entries of two sizes: each request encoded by hand
     ([b"xy"] * 40, 100, 110),  # one size: by columns, across a txnId's and an entry id's varint growing a byte
 ])
-def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids(payloads, first_entry, first_txn):
-    client = NativeBookieClient("127.0.0.1:1")
-    client._next_txn = first_txn
+def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids(payloads, first_entry, first_txn, monkeypatch):
+    txn_ids = TxnIds()
+    txn_ids._next = first_txn
+    monkeypatch.setattr(native_bookie_client, "TXN_IDS", txn_ids)
     sent = []
 
     class Connection:
-        def send_adds(self, batch, blocks):
-            sent.append((list(range(batch.first_txn, batch.first_txn + batch.count)), blocks, batch))
-    client._send_block = lambda send, connect: send(Connection())
+        def __init__(self, in_flight: bool = False):
+            self.in_flight = in_flight  # the part's txnIds are in flight on it already (once)
+
+        def send_adds(self, batch, ranges, blocks):
+            if self.in_flight:
+                self.in_flight = False
+                return False
+            sent.append((ranges, blocks, batch))
+            return True
+
+    def client(port: int, connection: Connection) -> NativeBookieClient:
+        c = NativeBookieClient(f"127.0.0.1:{port}")
+        c._send_block = lambda send, connect: send(connection)
+        return c
     digest = DigestManager(LEDGER, b"")
     blob, _ = digest.build_framed(first_entry, first_entry - 1, 0, payloads)
-    future = client.add(LEDGER, b"key", blob, recovery=True)
-    (keys, blocks, batch), = sent
+    n = len(payloads)
+    futures = [client(port, Connection()).add(LEDGER, b"key", blob, recovery=True) for port in (1, 2)]
+    (ranges, blocks, batch), (other_ranges, other_blocks, _) = sent
+    assert ranges == other_ranges == [(first_txn, n)] and other_blocks[0] is blocks[0]  # encoded once, for both bookies
     requests = [v3.Request.FromString(p) for p in FrameDecoder().feed(b"".join(blocks))]
-    assert [r.header.txnId for r in requests] == keys == list(range(first_txn, first_txn + len(payloads)))
-    assert [(r.header.operation, r.header.priority) for r in requests] == [(v3.ADD_ENTRY, 100)] * len(payloads)
+    assert [r.header.txnId for r in requests] == list(range(first_txn, first_txn + n))
+    assert [(r.header.operation, r.header.priority) for r in requests] == [(v3.ADD_ENTRY, 100)] * n
     bodies = [bytes(b) for b in entry_format.iter_frames(blob)]
     assert [(r.addRequest.ledgerId, r.addRequest.entryId, r.addRequest.masterKey, r.addRequest.body, r.addRequest.flag)
             for r in requests] == [(7, first_entry + k, b"key", body, v3.AddRequest.RECOVERY_ADD)
                                    for k, body in enumerate(bodies)]
-    assert batch.take(np.array(keys), status.EOK)
+    assert batch.take(np.arange(n), 0, n, status.EOK) == (True, True)
     batch.settle()
-    assert future.result().entryCount == len(payloads)
+    assert futures[0].result().entryCount == n
+    client(3, Connection(in_flight=True)).add(LEDGER, b"key", blob, recovery=True)
+    assert sent[2][0] == [(first_txn + n, n)]  # those txnIds in flight there: encoded again with new ones
 
 
 def test_scoped_ledgers_are_refused():

@@ -106,9 +106,10 @@ def v3_answers(code: int, txns, entry_id: int = 0) -> bytes:
 
 def test_a_v3_batch_is_answered_by_ranges_of_txn_ids(v3_connection):
     conn, bookie = v3_connection
-    a, b = PendingAddBatch(LEDGER, list(range(10, 50)), first_txn=1000), PendingAddBatch(LEDGER, [50], first_txn=1040)
-    conn.send_adds(a, [b"x"])
-    conn.send_adds(b, [b"y"])
+    a, b = PendingAddBatch(LEDGER, list(range(10, 50))), PendingAddBatch(LEDGER, [50])
+    assert conn.send_adds(a, [(1000, 30), (1030, 10)], [b"x"])  # two parts
+    assert conn.send_adds(b, [(1040, 1)], [b"y"])
+    assert not conn.send_adds(PendingAddBatch(LEDGER, [10]), [(1000, 1)], [b"z"])  # 1000 is in flight: not sent
     bookie.sendall(v3_answers(status.EOK, range(1000, 1020)))  # a run: columns
     bookie.sendall(v3_answers(status.EOK, [1040]) + v3_answers(status.EFENCED, [1025]))  # one by one
     assert b.future.result(DEADLINE).status == status.EOK and not a.future.done()
@@ -120,8 +121,8 @@ def test_a_v3_batch_is_answered_by_ranges_of_txn_ids(v3_connection):
 
 def test_an_add_answer_without_its_add_part_has_the_header_status(v3_connection):
     conn, bookie = v3_connection
-    batch = PendingAddBatch(LEDGER, [4], first_txn=9)
-    conn.send_adds(batch, [b"x"])
+    batch = PendingAddBatch(LEDGER, [4])
+    conn.send_adds(batch, [(9, 1)], [b"x"])
     bookie.sendall(encode_frame(v3.Response(header=v3.BKPacketHeader(version=v3.VERSION_THREE, operation=v3.ADD_ENTRY,
                                                                       txnId=9), status=v3.EBADREQ).SerializeToString()))
     assert batch.future.result(DEADLINE).status == status.EBADREQ
@@ -131,12 +132,12 @@ def test_a_bookie_that_does_not_read_holds_back_no_caller(v3_connection):
     """The caller queues; the writer thread writes. A bookie that reads nothing fills the socket, and the
     writer waits there, not the caller; closing the connection ends the writer's wait."""
     conn, bookie = v3_connection
-    batches = [PendingAddBatch(LEDGER, [k], first_txn=k + 1) for k in range(64)]
+    batches = [PendingAddBatch(LEDGER, [k]) for k in range(64)]
     sent = threading.Event()
 
     def send_all() -> None:
-        for batch in batches:
-            conn.send_adds(batch, [b"x" * (1 << 20)])  # 64 MiB: far more than a socket holds
+        for k, batch in enumerate(batches):
+            conn.send_adds(batch, [(k + 1, 1)], [b"x" * (1 << 20)])  # 64 MiB: far more than a socket holds
         sent.set()
     threading.Thread(target=send_all, daemon=True).start()
     assert sent.wait(DEADLINE), "a caller waited for the bookie to read"
@@ -148,9 +149,9 @@ def test_a_bookie_that_does_not_read_holds_back_no_caller(v3_connection):
 
 
 def test_take_counts_each_entry_once_and_keeps_the_first_failure():
-    batch = PendingAddBatch(LEDGER, [10, 11, 12], first_txn=100)
-    assert not batch.take(np.array([100, 7, 200]), status.EOK)  # 7 and 200: another batch's
-    assert not batch.take(np.array([101]), status.EIO)
-    assert not batch.take(np.array([100, 100]), status.EOK)
-    assert batch.take(np.array([102, 101]), status.EFENCED)
+    batch = PendingAddBatch(LEDGER, [10, 11, 12, 13])  # parts: entries 10..11 at txnIds 100.., 12..13 at 500..
+    assert batch.take(np.array([100, 7, 200]) - 100, 0, 2, status.EOK) == (False, False)  # 7, 200: not this part's
+    assert batch.take(np.array([101]) - 100, 0, 2, status.EIO) == (True, False)
+    assert batch.take(np.array([500, 500]) - 500, 2, 2, status.EOK) == (False, False)
+    assert batch.take(np.array([501, 500]) - 500, 2, 2, status.EFENCED) == (True, True)
     assert (batch.response.status, batch.response.message) == (status.EIO, "entry 11: EIO")
