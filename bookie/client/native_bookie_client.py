@@ -11,7 +11,7 @@ futures.
 The native protocol has no batched add and no range read, so ``add`` of a framed batch sends one
 AddRequest per entry (serialized from the batch's constant parts, by columns, with consecutive txnIds
 from the process's counter: a part that goes to every bookie of its write set is encoded once, and the
-same buffer, txnIds included, is written to each (``RecentAddRequests``); the entries share one in-flight
+same buffer, txnIds included, is written to each (``add_requests``); the entries share one in-flight
 record, registered once a part by its first txnId, no Future each, and a run of answers is counted as a
 range of txnIds) and answers the batch as the gRPC bookie would (one
 AddResponse: first/last entry id, count, the first failing status). With ``use_v2`` (the client's
@@ -42,10 +42,11 @@ import logging
 import socket
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from concurrent.futures import Future
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
+from bookie.client import add_requests
 from bookie.client.batched_read import BatchedRangeRead, BatchedReadChannel
 from bookie.client.native_connection import (ChannelConnection, PendingAddBatch, PendingCall, v2_add_answer,
                                              v2_add_answers)
@@ -56,18 +57,14 @@ from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import bookie_proto_encoding as v2
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_protocol_pb2 as v3
-from bookie.proto import entry_format, status, v2_add_columns, v3_add_columns
-from bookie.proto.v3_hand_encoding import V3AddRequestEncoder
-from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER
+from bookie.proto import entry_format, status
+from bookie.proto.native_frames import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 2.0  # seconds; as BookieClient: a writer should move on to another bookie soon
 DEFAULT_HIGH_PRIORITY_VALUE = 100  # PerChannelBookieClient: recovery adds and fencing reads
 READ_WINDOW = 512  # single-entry reads a range read keeps in flight
-MIN_COLUMN_ENTRIES = 16  # a part's add requests are encoded by columns from this many entries on (below, numpy's
-#   fixed cost of ~10-25 us a part exceeds what it saves over encoding each request)
-_V2_REQUESTS = v2_add_columns.RecentRequests(min_rows=MIN_COLUMN_ENTRIES)  # a batch sent to several bookies: once
 DEFAULT_RANGE_BYTES = 4 << 20  # bytes of entries per ReadRangeResponse when the caller names none
 
 
@@ -92,81 +89,6 @@ def _converter(field: str, out_type, copied: tuple[str, ...], **fixed) -> Callab
                 setattr(out, name, getattr(inner, name))
         return out
     return convert
-
-
-class TxnIds:
-    """The txnIds of this process's v3 requests, from one counter: a part encoded once keeps its txnIds on every
-    bookie it is sent to (a txnId needs to be unique only among the requests in flight on one connection)."""
-
-    def __init__(self):
-        self._next = 1
-        self._lock = threading.Lock()
-
-    def take(self, count: int) -> int:
-        """The first of ``count`` consecutive txnIds."""
-        with self._lock:
-            first = self._next
-            self._next += count
-        return first
-
-
-TXN_IDS = TxnIds()
-
-
-class RecentAddRequests:
-    """The framed v3 AddRequests of the last few parts a writer sent, by the part object, with their first txnId:
-    a writer sends the same part to every bookie of its write set (one object when E == WQ), so it is encoded
-    once, with txnIds from ``TXN_IDS``, and the same buffer goes to every bookie. Thread-safe."""
-
-    def __init__(self, size: int = 64):
-        self.size = size
-        self._lock = threading.Lock()
-        self._recent: OrderedDict[tuple, tuple[bytes, tuple[int, bytes, list[int]]]] = OrderedDict()
-
-    def encode(self, part: bytes, lid: int, master_key: bytes, priority: int, recovery: bool,
-               again: bool = False) -> tuple[int, bytes, list[int]]:
-        """(first txnId, framed requests, entry ids) of ``part``'s entries; ``again``: with new txnIds (the part's
-        requests are still in flight on a connection it is sent to again)."""
-        key = (id(part), lid, master_key, priority, recovery)
-        with self._lock:
-            hit = self._recent.get(key)
-        if hit is not None and hit[0] is part and not again:  # the same object (an id is reused only once freed)
-            return hit[1]
-        first_txn = TXN_IDS.take(entry_format.count_frames(part))
-        encoded = v3_add_columns.encode_add_requests(lid, master_key, first_txn, part, priority, recovery,
-                                                     MIN_COLUMN_ENTRIES)
-        if encoded is None:  # entries of several sizes, or few: each request by hand
-            encode = V3AddRequestEncoder(lid, master_key, priority, recovery).encode
-            bodies = list(entry_format.iter_frames(part))
-            ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
-            encoded = (b"".join(FRAME_HEADER.pack(len(p)) + p
-                                for p in map(encode, itertools.count(first_txn), ids, bodies)), ids)
-        result = (first_txn, *encoded)
-        with self._lock:
-            self._recent[key] = (part, result)
-            while len(self._recent) > self.size:
-                self._recent.popitem(last=False)
-        return result
-
-
-_V3_REQUESTS = RecentAddRequests()
-
-
-def _framed_requests(parts: list, by_columns: Callable[[bytes, int], tuple[bytes, list[int]] | None],
-                     by_hand: Callable[[int, list[int], list], Iterable[bytes]]) -> tuple[list[bytes], list[int]]:
-    """The framed add requests of a batch's parts and the entries' ids: each part ``by_columns(part, entries
-    before it)`` where that encodes it, else each of its entries ``by_hand(entries before, ids, entries)``."""
-    blocks: list[bytes] = []
-    ids: list[int] = []
-    for part in parts:
-        encoded = by_columns(part, len(ids))
-        if encoded is None:
-            bodies = list(entry_format.iter_frames(part))
-            part_ids = [entry_format.peek_ids(body, 0)[2] for body in bodies]
-            encoded = (b"".join(FRAME_HEADER.pack(len(p)) + p for p in by_hand(len(ids), part_ids, bodies)), part_ids)
-        blocks.append(encoded[0])
-        ids += encoded[1]
-    return blocks, ids
 
 
 class NativeBookieClient:
@@ -251,10 +173,9 @@ class NativeBookieClient:
             connection.close()
             raise error
 
-
     def _new_request(self, operation: int, priority: int = 0) -> tuple[int, v3.Request]:
         """A Request with its header filled in; the caller fills in the operation's part."""
-        txn = TXN_IDS.take(1)
+        txn = add_requests.TXN_IDS.take(1)
         request = v3.Request()
         header = request.header
         header.version = v3.VERSION_THREE
@@ -313,23 +234,21 @@ class NativeBookieClient:
         parts = [entries] if isinstance(entries, (bytes, bytearray, memoryview)) else entries
         if self.use_v2:
             return self._add_v2(ledger, lid, master_key, parts, recovery)
-        # A part of MIN_COLUMN_ENTRIES or more entries of one size is encoded by columns (v3_add_columns); any
-        # other by hand, from the batch's constant parts: only the txnId, the entry id and the body change.
         priority = DEFAULT_HIGH_PRIORITY_VALUE if recovery else 0
-        encoded = [_V3_REQUESTS.encode(part, lid, master_key, priority, recovery) for part in parts]
+        encoded = [add_requests.v3_add_requests(part, lid, master_key, priority, recovery) for part in parts]
         batch = PendingAddBatch(ledger, [i for _, _, ids in encoded for i in ids])
         if not batch.count:
             batch.future.set_result(batch.response)
             return batch.future
 
         def send(connection: ChannelConnection) -> None:
-            nonlocal encoded
-            if not connection.send_adds(batch, [(first, len(ids)) for first, _, ids in encoded],
-                                        [block for _, block, _ in encoded]):
-                # a part still in flight on this connection under these txnIds: sent again with new ones
-                encoded = [_V3_REQUESTS.encode(part, lid, master_key, priority, recovery, again=True) for part in parts]
-                connection.send_adds(batch, [(first, len(ids)) for first, _, ids in encoded],
-                                     [block for _, block, _ in encoded])
+            sent = connection.send_adds(batch, [(first, len(ids)) for first, _, ids in encoded],
+                                        [block for _, block, _ in encoded])
+            if not sent:  # a part still in flight on this connection under these txnIds: sent with new ones
+                again = [add_requests.v3_add_requests(part, lid, master_key, priority, recovery, again=True)
+                         for part in parts]
+                connection.send_adds(batch, [(first, len(ids)) for first, _, ids in again],
+                                     [block for _, block, _ in again])
         self._send_block(send, self._connect)
         return batch.future
 
@@ -352,8 +271,8 @@ class NativeBookieClient:
                 f"a v2 add carries a master key of {v2.MASTER_KEY_LENGTH} bytes, not {len(master_key)}: "
                 "useV2WireProtocol needs a key made from a password, as BookKeeper's client makes it")
         head = v2.add_request_head(master_key, recovery)
-        blocks, ids = _framed_requests(parts, lambda part, done: _V2_REQUESTS.encode(head, part),
-                                       lambda done, entry_ids, bodies: (head + body for body in bodies))
+        encoded = [add_requests.v2_add_requests(part, head) for part in parts]
+        blocks, ids = [block for block, _ in encoded], [i for _, part_ids in encoded for i in part_ids]
         batch = PendingAddBatch(ledger, ids)
         if not ids:
             batch.future.set_result(batch.response)

@@ -10,9 +10,10 @@ reader thread that answers a batch (and sends the next) waits for it, or for a b
 as Netty's event loop writes for the threads that queue.
 
 A connection speaks one version of the protocol, as a Java client's channel does. v3 (``v3_answer``):
-requests and answers are matched by txnId; a batch of adds, whose txnIds are consecutive, is registered once
-and answered by ranges of txnIds (a run of answers decoded as columns gives its txnIds as an array). v2 (``v2_add_answer``, adds only, with
-``useV2WireProtocol``): an answer names only its ledger and entry, so requests are matched by
+requests and answers are matched by txnId; a part of a batch of adds, whose txnIds are consecutive, is
+registered once and answered by ranges of txnIds (a run of answers decoded as columns gives its txnIds as an
+array). v2 (``v2_add_answer``, adds only, with ``useV2WireProtocol``): an answer names only its ledger and
+entry, so requests are matched by
 (ledger id, entry id), as PerChannelBookieClient's v2 completion keys; the same entry sent again before
 its answer waits behind the first.
 """

@@ -11,8 +11,6 @@ frame too short to hold an entry's ids) is not a run of adds: the caller takes t
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,31 +98,6 @@ def encode_add_requests(head: bytes, framed: bytes, min_rows: int = 1) -> tuple[
     out[:, 4:4 + len(head)] = np.frombuffer(head, dtype=np.uint8)
     out[:, 4 + len(head):] = rows[:, entry_format.FRAME_LEN:]
     return out.tobytes(), entry_format.row_entry_ids(rows).tolist()
-
-
-class RecentRequests:
-    """``encode_add_requests`` of the last few batches, by the batch object: a writer sends the same framed
-    batch to every bookie of its write set (one object when E == WQ), so it is encoded once, not once per
-    bookie. Thread-safe (each bookie's client sends from its writer's thread or a completion thread)."""
-
-    def __init__(self, size: int = 64, min_rows: int = 1):
-        self.size = size
-        self.min_rows = min_rows  # fewer entries: not encoded (None), numpy's fixed cost would exceed the gain
-        self._lock = threading.Lock()
-        self._recent: OrderedDict[tuple[int, bytes], tuple[bytes, tuple[bytes, list[int]] | None]] = OrderedDict()
-
-    def encode(self, head: bytes, framed: bytes) -> tuple[bytes, list[int]] | None:
-        key = (id(framed), head)
-        with self._lock:
-            hit = self._recent.get(key)
-        if hit is not None and hit[0] is framed:  # the same object (an id is reused only once it is freed)
-            return hit[1]
-        encoded = encode_add_requests(head, framed, self.min_rows)
-        with self._lock:
-            self._recent[key] = (framed, encoded)
-            while len(self._recent) > self.size:
-                self._recent.popitem(last=False)
-        return encoded
 
 
 def decode_add_answers(block: bytes, payload_size: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

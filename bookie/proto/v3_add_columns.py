@@ -129,10 +129,9 @@ def encode_add_requests(ledger_id: int, master_key: bytes, first_txn: int, frame
         head = b"\x0a" + varint(len(prefix) + txn_len + len(suffix)) + prefix
         middle = suffix + _ADD_REQUEST_TAG + varint(add_len) + ledger
         payload = len(head) + txn_len + len(middle) + add_len - len(ledger)
-        parts = [np.frombuffer(entry_format.FRAME.pack(payload) + head, dtype=np.uint8),
-                 varint_columns(txns[lo:hi], txn_len), np.frombuffer(middle, dtype=np.uint8),
-                 varint_columns(ids[lo:hi], id_len), np.frombuffer(key, dtype=np.uint8),
-                 rows[lo:hi, entry_format.FRAME_LEN:], np.frombuffer(flag, dtype=np.uint8)]
+        parts = [as_columns(entry_format.FRAME.pack(payload) + head), varint_columns(txns[lo:hi], txn_len),
+                 as_columns(middle), varint_columns(ids[lo:hi], id_len), as_columns(key),
+                 rows[lo:hi, entry_format.FRAME_LEN:], as_columns(flag)]
         segments.append(fill_rows(hi - lo, parts).reshape(-1))
     # One segment (the usual case) goes out as it is, without a copy: a socket takes any buffer.
     return (memoryview(segments[0]) if len(segments) == 1 else b"".join(segments)), ids.tolist()

@@ -346,18 +346,19 @@ class BookieRequestProcessor:
                 return
             part = run.part(first, min(run.count, first + step))
             adds = columns.scan_add_run(part.block, part.payload_size, part.count)
-            reads = None if adds is not None or not handler.using_v3 else \
-                v3_read_columns.scan_read_run(part.block, part.payload_size, part.count)
-            if adds is None and reads is None:
-                for payload in part.payloads():
-                    if not handler.closed:
-                        handler._dispatch(payload)
-                continue
-            self.submit_batched(handler)  # what came before reaches the Bookie first
             if adds is not None:
+                self.submit_batched(handler)  # what came before reaches the Bookie first
                 self._add_run(handler, adds, part)
-            else:
+                continue
+            reads = v3_read_columns.scan_read_run(part.block, part.payload_size, part.count) \
+                if handler.using_v3 else None
+            if reads is not None:
+                self.submit_batched(handler)
                 self._read_run(handler, reads, part)
+                continue
+            for payload in part.payloads():
+                if not handler.closed:
+                    handler._dispatch(payload)
 
     def _add_run(self, handler: BookieRequestHandler, adds: V2AddRun | V3AddRun, part: FrameRun) -> None:
         """``_add_batch`` for a run, answered with one buffer; refused for one entry, it is taken frame by frame."""

@@ -7,8 +7,9 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from bookie.client import native_bookie_client
-from bookie.client.native_bookie_client import NativeBookieClient, TxnIds
+from bookie.client import add_requests
+from bookie.client.add_requests import TxnIds
+from bookie.client.native_bookie_client import NativeBookieClient
 from bookie.client.native_connection import PendingAddBatch
 from bookie.proto.native_frames import FrameDecoder
 from bookie.exceptions import BKBookieHandleNotAvailableException, BKIncorrectParameterException
@@ -80,7 +81,7 @@ def test_add_batch_fails_with_the_transport_error():
 def test_add_sends_one_add_request_per_entry_with_consecutive_txn_ids(payloads, first_entry, first_txn, monkeypatch):
     txn_ids = TxnIds()
     txn_ids._next = first_txn
-    monkeypatch.setattr(native_bookie_client, "TXN_IDS", txn_ids)
+    monkeypatch.setattr(add_requests, "TXN_IDS", txn_ids)
     sent = []
 
     class Connection:

@@ -96,16 +96,3 @@ def test_requests_of_a_framed_batch_are_each_entrys_request_framed(recovery):
     flags = v2.FLAG_RECOVERY_ADD | v2.FLAG_HIGH_PRIORITY if recovery else v2.FLAG_NONE
     assert block == encode_frames(add_payloads(entries, flags)) and ids == list(range(40, 52))
     assert v2_add_columns.encode_add_requests(head, entry_format.frame(entries + bodies(52, 1, size=11))) is None
-
-
-def test_recent_requests_encode_a_batch_object_once():
-    recent = v2_add_columns.RecentRequests(size=2)
-    head, framed = v2.add_request_head(KEY), entry_format.frame(bodies(0, 3))
-    first = recent.encode(head, framed)
-    assert recent.encode(head, framed) is first  # the same object: not encoded again
-    other_head = recent.encode(v2.add_request_head(KEY, True), framed)
-    assert other_head is not first and other_head[0] != first[0]  # another head: encoded for it
-    equal = bytes(bytearray(framed))  # equal bytes, another object: encoded again, to the same result
-    again = recent.encode(head, equal)
-    assert again is not first and again == first
-    assert len(recent._recent) == 2  # the oldest went
