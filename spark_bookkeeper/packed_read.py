@@ -2,7 +2,8 @@
 
 A partition packs the slices one bookie serves (spark_bookkeeper/partition_packing.py); read slice by slice,
 many small ledgers cost a call each, far more than their entries. Here the task first asks the bookie for
-every slice at once and checks what comes as columns, a message at a time, whatever ledgers it holds: each
+every slice at once (the slices as columns, ``SliceColumns``, sent as the request's range columns) and checks
+what comes as columns, a message at a time, whatever ledgers it holds: each
 entry must be one a slice asked for (its ledger, its range, its stride) and pass its digest
 (``DigestManager.digests_ok``); an entry sent twice counts once. A slice that got every entry it asked for is
 done: its rows go to Spark in the message's batch, with no work per slice. Any other slice keeps what came
@@ -21,9 +22,10 @@ import numpy as np
 import pyarrow as pa
 
 from bookie.client.bookie_client import BookieClient
-from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import entry_format, status
-from bookie.proto.checksum import MAC_LENGTH, DigestManager
+from bookie.proto.checksum import MAC_LENGTH, DigestManager, DigestType
+from bookie.proto.range_columns import RangeColumns
+from spark_bookkeeper.read_partitions import SliceColumns
 
 log = logging.getLogger(__name__)
 
@@ -50,31 +52,51 @@ class ShareRead:
     covered: int = 0
 
 
-def slice_request(p) -> pb.ReadRangeRequest:
-    """The range a slice (FragmentMemberPartition) reads from its member, as ReadEntries would ask for it."""
-    ledger = p.ledger
-    return pb.ReadRangeRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id, firstEntryId=p.first,
-                               lastEntryId=p.last, stride=p.stride, offset=p.member if p.stride else 0)
+def share_ranges(share: SliceColumns) -> RangeColumns:
+    """The ranges the slices read from their bookie, as ReadEntries would ask for each."""
+    return RangeColumns(share.scopes, share.ledgers, share.firsts, share.lasts, share.strides,
+                        np.where(share.strides > 0, share.members, 0))
+
+
+def expected_entries(share: SliceColumns) -> np.ndarray:
+    """How many entries each slice reads from its bookie (``entries_in`` of every row)."""
+    stride = np.maximum(share.strides, 1)
+    strided = (share.lasts - share.members) // stride - (share.firsts - 1 - share.members) // stride
+    return np.where(share.strides > 0, strided, share.lasts - share.firsts + 1)
 
 
 class _Asked:
     """The ranges of a partition's slices, to tell which slice each entry of an answer belongs to."""
 
-    def __init__(self, slices):
-        self.by_ledger: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
-        for i, p in enumerate(slices):
-            self.by_ledger.setdefault(tuple(p.ledger), []).append((i, p.first, p.last, p.stride, p.member))
-        self.expected = np.array([slice_entries(p) for p in slices], dtype=np.int64)
+    def __init__(self, share: SliceColumns):
+        self.share = share
+        self.order = np.lexsort((share.firsts, share.ledgers))  # by ledger id, then first entry (stable)
+        self.sorted_ledgers = share.ledgers[self.order]
+        self.expected = expected_entries(share)
 
     def owners(self, scopes: np.ndarray, lids: np.ndarray, eids: np.ndarray) -> np.ndarray:
-        """The slice each entry was asked for (-1: none asked for it)."""
+        """The slice each entry was asked for (-1: none asked for it). A ledger has one slice here, unless the
+        bookie serves several of its fragments: those entries are matched one by one."""
+        lo = np.searchsorted(self.sorted_ledgers, lids, "left")
+        hi = np.searchsorted(self.sorted_ledgers, lids, "right")
         owner = np.full(len(eids), -1, dtype=np.int64)
-        for k, (scope, lid, eid) in enumerate(zip(scopes.tolist(), lids.tolist(), eids.tolist())):
-            for i, first, last, stride, member in self.by_ledger.get((scope, lid), ()):
-                if first <= eid <= last and (not stride or eid % stride == member):
-                    owner[k] = i
-                    break
+        one = np.flatnonzero(hi - lo == 1)
+        candidate = self.order[lo[one]]
+        held = self._holds(candidate, scopes[one], eids[one])
+        owner[one[held]] = candidate[held]
+        for k in np.flatnonzero(hi - lo > 1).tolist():
+            candidates = self.order[lo[k]:hi[k]]
+            hits = candidates[self._holds(candidates, scopes[k], eids[k])]
+            if len(hits):
+                owner[k] = hits[0]
         return owner
+
+    def _holds(self, slices: np.ndarray, scopes, eids) -> np.ndarray:
+        """Whether each of ``slices`` asked for entry ``eids`` of its ledger in scope ``scopes``."""
+        s = self.share
+        stride = s.strides[slices]
+        return ((s.scopes[slices] == scopes) & (s.firsts[slices] <= eids) & (eids <= s.lasts[slices])
+                & ((stride == 0) | (eids % np.maximum(stride, 1) == s.members[slices])))
 
 
 def slice_entries(p) -> int:
@@ -99,7 +121,8 @@ class _Message:
     data: bytes
 
 
-def _checked(blob: bytes, slices, asked: _Asked, password: bytes, max_entry_size: int, bookie: str) -> _Message | None:
+def _checked(blob: bytes, share: SliceColumns, asked: _Asked, password: bytes, max_entry_size: int,
+             bookie: str) -> _Message | None:
     """The entries of one message that a slice asked for and whose digest matches (None: nothing usable)."""
     try:
         scopes, lids, eids, frames = entry_format.scan_ledgers(blob, max_entry_size)
@@ -110,14 +133,13 @@ def _checked(blob: bytes, slices, asked: _Asked, password: bytes, max_entry_size
     owner = asked.owners(scopes, lids, eids)
     good = owner >= 0
     payload_at = np.zeros(len(frames), dtype=np.int64)
-    # Slices of one digest type and entry layout are checked in one go (a mixed message: a group each).
-    kinds = {}
-    for i in np.unique(owner[good]).tolist():
-        kinds.setdefault((slices[i].ledger.scope_id != 0, slices[i].digest_type), []).append(i)
-    for (_, digest_type), members in kinds.items():
-        manager = DigestManager(slices[members[0]].ledger, password, digest_type)
+    # Entries of one digest type and entry layout (v2 records: a scope) are checked in one go.
+    kind = np.where(good, share.digests[owner] * 2 + (share.scopes[owner] != 0), -1)
+    for group in np.unique(kind[good]).tolist():
+        ours = kind == group
+        digest_type = DigestType(group // 2)
+        manager = DigestManager(share.ledger(int(owner[np.argmax(ours)])), password, digest_type)
         at = frames + entry_format.FRAME_LEN + manager.header_len + MAC_LENGTH[digest_type]
-        ours = np.isin(owner, members)
         good[ours & (at > ends)] = False  # too short to hold its digest: bad, and not read past its end
         mine = ours & (at <= ends)
         ok = manager.digests_ok(blob, frames[mine], ends[mine])
@@ -155,47 +177,46 @@ def _rows(m: _Message, keep: np.ndarray, rows: Rows) -> pa.RecordBatch:
     return rows(m.lids, m.eids, m.offsets, m.data, m.owner).filter(pa.array(keep))
 
 
-def read_share(slices, clients, password: bytes, rows: Rows, max_entry_size: int = 1 << 30) -> ShareRead:
-    """Ask the partition's bookie for every slice in one call and sort out what came (``ShareRead``)."""
-    bookie = slices[0].bookie
+def read_share(share: SliceColumns, bookie: str, clients, password: bytes, rows: Rows,
+               max_entry_size: int = 1 << 30) -> ShareRead:
+    """Ask ``bookie`` for every slice of ``share`` in one call and sort out what came (``ShareRead``)."""
     client = clients.bookie_client(bookie)
     if not isinstance(client, BookieClient):
         return ShareRead()
     blobs, covered = [], 0
     try:
-        for message in client.read_entries_of_ledgers([slice_request(p) for p in slices],
-                                                      clients.conf.readBatchBytes):
+        for message in client.read_entries_of_ledgers(share_ranges(share), clients.conf.readBatchBytes):
             if message.status != status.EOK:
-                log.warning("read of %d slices from %s: %s %s; reading them one by one", len(slices), bookie,
+                log.warning("read of %d slices from %s: %s %s; reading them one by one", len(share), bookie,
                             status.name_of(message.status), message.message)
                 break
             blobs.append(message.entries)
             covered = message.rangesCovered
     except Exception as exc:  # a bookie that cannot serve: each slice is read on its own, from the others
-        log.warning("read of %d slices from %s failed (%s); reading them one by one", len(slices), bookie, exc)
-    share = sort_share(slices, blobs, password, rows, max_entry_size, bookie)
-    share.covered = covered
-    return share
+        log.warning("read of %d slices from %s failed (%s); reading them one by one", len(share), bookie, exc)
+    result = sort_share(share, blobs, password, rows, max_entry_size, bookie)
+    result.covered = covered
+    return result
 
 
-def sort_share(slices, blobs: list[bytes], password: bytes, rows: Rows, max_entry_size: int = 1 << 30,
+def sort_share(share: SliceColumns, blobs: list[bytes], password: bytes, rows: Rows, max_entry_size: int = 1 << 30,
                bookie: str = "the bookie") -> ShareRead:
     """What the answer messages ``blobs`` hold for each slice: the complete slices' rows, the others' parts."""
-    share = ShareRead()
-    asked = _Asked(slices)
-    messages = [m for m in (_checked(blob, slices, asked, password, max_entry_size, bookie) for blob in blobs)
+    result = ShareRead()
+    asked = _Asked(share)
+    messages = [m for m in (_checked(blob, share, asked, password, max_entry_size, bookie) for blob in blobs)
                 if m is not None and len(m.owner)]
     firsts = _first_copies(messages)
-    counts = np.zeros(len(slices), dtype=np.int64)
+    counts = np.zeros(len(share), dtype=np.int64)
     for m, keep in zip(messages, firsts):
-        counts += np.bincount(m.owner[keep], minlength=len(slices))
+        counts += np.bincount(m.owner[keep], minlength=len(share))
     done = counts == asked.expected
-    share.complete = set(np.flatnonzero(done).tolist())
+    result.complete = set(np.flatnonzero(done).tolist())
     partial: dict[int, list[tuple[np.ndarray, pa.RecordBatch]]] = {}
     for m, keep in zip(messages, firsts):
         whole = keep & done[m.owner]
         if whole.any():
-            share.batches.append(_rows(m, whole, rows))
+            result.batches.append(_rows(m, whole, rows))
         rest = keep & ~done[m.owner]
         if rest.any():  # rare: a slice the bookie could not serve whole; its rows apart
             batch, owners, eids = _rows(m, rest, rows), m.owner[rest], m.eids[rest]
@@ -203,6 +224,6 @@ def sort_share(slices, blobs: list[bytes], password: bytes, rows: Rows, max_entr
                 mine = owners == i
                 partial.setdefault(i, []).append((eids[mine], batch.filter(pa.array(mine))))
     for i, parts in partial.items():
-        share.partial[i] = Prefetched(np.concatenate([ids for ids, _ in parts]),
-                                      pa.concat_batches([batch for _, batch in parts]))
-    return share
+        result.partial[i] = Prefetched(np.concatenate([ids for ids, _ in parts]),
+                                       pa.concat_batches([batch for _, batch in parts]))
+    return result

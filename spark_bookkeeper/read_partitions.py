@@ -3,17 +3,18 @@ many slices that one bookie serves.
 
 A ``FragmentMemberPartition`` carries what reading a fragment needs and no more (ledger, the fragment's
 ensemble, write quorum, digest type, log and segment): a task never needs a ledger's metadata. A
-``PackedPartition`` is rows over shared kinds and is pickled as one array of numbers and the kinds its rows
-use: a packed partition of many small ledgers holds thousands of slices, and objects cost the planner and
-every task far more to pickle than an array (spark_bookkeeper/reader.py plans them).
+``PackedPartition`` is a table of numbers over shared kinds and is pickled as that table's bytes and the
+kinds its rows use; its task reads it as ``SliceColumns``: a packed partition of many small ledgers holds
+thousands of slices, and objects cost the planner and every task far more than arrays
+(spark_bookkeeper/reader.py plans them, spark_bookkeeper/packed_read.py reads them).
 """
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable
 
+import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from bookie.ledger_id import LedgerId
@@ -103,15 +104,48 @@ class SliceKinds:
         return k
 
 
+@dataclass(frozen=True)
+class SliceColumns:
+    """Slices of one bookie as columns (row k: slice k): what a task asks the bookie for in one call and sorts
+    the answer by, without an object per slice. ``strides`` as ``FragmentMemberPartition.stride``; ``digests``:
+    each slice's DigestType value; ``segments``: -1 where a slice is no log segment."""
+
+    scopes: np.ndarray
+    ledgers: np.ndarray
+    firsts: np.ndarray
+    lasts: np.ndarray
+    members: np.ndarray
+    strides: np.ndarray
+    segments: np.ndarray
+    digests: np.ndarray
+
+    @classmethod
+    def of(cls, slices) -> "SliceColumns":
+        """The columns of these FragmentMemberPartitions."""
+        table = np.array([(p.ledger.scope_id, p.ledger.ledger_id, p.first, p.last, p.member, p.stride,
+                           -1 if p.segment is None else p.segment, int(p.digest_type)) for p in slices],
+                         dtype=np.int64).reshape(-1, 8)
+        return cls(*table.T)
+
+    def __len__(self) -> int:
+        return len(self.ledgers)
+
+    def ledger(self, k: int) -> LedgerId:
+        return LedgerId(int(self.scopes[k]), int(self.ledgers[k]))
+
+
 class PackedPartition(InputPartition):
     """Slices (each read and read around exactly as a FragmentMemberPartition on its own) that one bookie
-    serves, read in turn by one task over one set of connections. Held as rows over shared kinds (``kinds``
-    may hold more than the rows use: the plan's, shared by its partitions), and sent to the task as one
-    array of numbers and the kinds its rows use (``__reduce__``); the task makes its ``slices``."""
+    serves, read in turn by one task over one set of connections. Held as a table of numbers (``table``:
+    one row per slice, _ROW columns) over shared kinds (``kinds`` may hold more than the rows use: the plan's,
+    shared by its partitions), and sent to the task as that table's bytes and the kinds its rows use
+    (``__reduce__``). The task reads the share as ``columns()`` and makes a slice object (``slice``) only for
+    a slice the bookie did not serve whole."""
 
-    def __init__(self, kinds: list[SliceKind], rows: list[SliceRow]):
+    def __init__(self, kinds: list[SliceKind], rows):
         super().__init__(None)
-        self.kinds, self.rows = kinds, rows
+        self.kinds = kinds
+        self.table = np.asarray(rows, dtype=np.int64).reshape(-1, _ROW)
 
     @classmethod
     def of(cls, slices) -> "PackedPartition":
@@ -122,38 +156,50 @@ class PackedPartition(InputPartition):
                 for p in slices]
         return cls(kinds.kinds, rows)
 
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def slice(self, k: int) -> FragmentMemberPartition:
+        kind, scope, lid, first, last, member, segment = self.table[k].tolist()
+        ensemble, write_quorum, digest_type, striped, log_name, services = self.kinds[kind]
+        return fragment_member_partition(LedgerId(scope, lid), ensemble, member, first, last, write_quorum, digest_type,
+                                         services, striped, log_name, None if segment < 0 else segment)
+
     @cached_property
     def slices(self) -> tuple[FragmentMemberPartition, ...]:
-        kinds = self.kinds
         with gc_paused():  # thousands of slices
-            return tuple(fragment_member_partition(LedgerId(scope, lid), kinds[k][0], member, first, last, kinds[k][1],
-                                                    kinds[k][2], kinds[k][5], kinds[k][3], kinds[k][4],
-                                                    None if segment < 0 else segment)
-                         for k, scope, lid, first, last, member, segment in self.rows)
+            return tuple(self.slice(k) for k in range(len(self.table)))
+
+    def columns(self) -> SliceColumns:
+        kinds = self.table[:, 0]
+        per_kind = np.array([(stride_of(k[0], k[3]), int(k[2])) for k in self.kinds], dtype=np.int64).reshape(-1, 2)
+        t = self.table
+        return SliceColumns(t[:, 1], t[:, 2], t[:, 3], t[:, 4], t[:, 5], per_kind[kinds, 0], t[:, 6], per_kind[kinds, 1])
+
+    def services(self) -> dict[str, BookieServiceInfo | None]:
+        """The registrations of every bookie its slices' ensembles hold."""
+        out: dict[str, BookieServiceInfo | None] = {}
+        for k in np.unique(self.table[:, 0]).tolist():
+            out.update(self.kinds[k][5])
+        return out
 
     @property
     def bookie(self) -> str:
-        row = self.rows[0]
-        return self.kinds[row[0]][0][row[5]]
+        kind, member = int(self.table[0, 0]), int(self.table[0, 5])
+        return self.kinds[kind][0][member]
 
     def __repr__(self) -> str:
-        return f"PackedPartition({len(self.rows)} slices from {self.bookie})"
+        return f"PackedPartition({len(self.table)} slices from {self.bookie})"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, PackedPartition) and self.slices == other.slices
 
     def __reduce__(self):
-        used: dict[int, int] = {}  # the plan's kind -> this partition's
-        numbers = []
-        for row in self.rows:
-            k = used.get(row[0])
-            if k is None:
-                k = used[row[0]] = len(used)
-            numbers.append(k)
-            numbers += row[1:]
-        return _packed_partition, ([self.kinds[k] for k in used], array("q", numbers))
+        used, local = np.unique(self.table[:, 0], return_inverse=True)  # the plan's kinds -> this partition's
+        table = self.table.copy()
+        table[:, 0] = local.reshape(-1)
+        return _packed_partition, ([self.kinds[k] for k in used.tolist()], table.tobytes())
 
 
-def _packed_partition(kinds: list[SliceKind], numbers: array) -> PackedPartition:
-    flat = numbers.tolist()
-    return PackedPartition(kinds, list(zip(*[iter(flat)] * _ROW)))
+def _packed_partition(kinds: list[SliceKind], table: bytes) -> PackedPartition:
+    return PackedPartition(kinds, np.frombuffer(table, dtype=np.int64))

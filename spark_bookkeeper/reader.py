@@ -48,7 +48,7 @@ from bookie.client.distribution_schedule import write_set
 from bookie.client.ledger_reader import LedgerReader
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BookieServiceInfo
-from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.ledger_metadata import LedgerAccess, LedgerMetadata
 from bookie.meta.metadata_store import Versioned
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
@@ -108,19 +108,22 @@ def entry_bytes(slices: list[LedgerSlice]) -> dict[LedgerId, float]:
 
 def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", opts: ReadOptions) -> list[PackedPartition]:
     """The partitions of a read of ``slices``: planned per (ledger, fragment, member), then packed by bytes
-    per serving bookie (pieces of one fragment stay apart: they were cut to be read in parallel)."""
+    per serving bookie (pieces of one fragment stay apart: they were cut to be read in parallel). A plan of
+    many small ledgers makes tens of thousands of pieces: what a fragment's pieces share is worked out once."""
     per_entry = entry_bytes(slices)
     kinds = SliceKinds()
     rows, pieces = [], []
     for n, sl in enumerate(slices):
         md, ledger, size = sl.metadata, sl.ledger, per_entry[sl.ledger]
+        head = (ledger.scope_id, ledger.ledger_id)
         segment = -1 if sl.segment is None else sl.segment
-        for ensemble, striped, member, lo, hi in slice_shares(sl, opts.max_entries_per_partition):
+        for ensemble, striped, shares in fragment_shares(sl, opts.max_entries_per_partition):
             k = kinds.index(ensemble, md.write_quorum_size, md.digest_type, striped, sl.log,
                             lambda ensemble=ensemble: transports.of(ensemble))
-            rows.append((k, ledger.scope_id, ledger.ledger_id, lo, hi, member, segment))
-            entries = entries_in(lo, hi, member, stride_of(ensemble, striped))
-            pieces.append(Piece(ensemble[member], int(entries * size), (n, ensemble)))
+            stride, apart = stride_of(ensemble, striped), (n, ensemble)
+            for member, lo, hi in shares:
+                rows.append((k, *head, lo, hi, member, segment))
+                pieces.append(Piece(ensemble[member], int(entries_in(lo, hi, member, stride) * size), apart))
     return [PackedPartition(kinds.kinds, [rows[i] for i in group])
             for group in pack(pieces, opts.max_bytes_per_partition, opts.open_cost_in_bytes)]
 
@@ -132,10 +135,11 @@ def plan(opts: ReadOptions) -> list[PackedPartition]:
         return pack_partitions(resolve_slices(opts), transports, opts)
 
 
-def slice_shares(sl: LedgerSlice, per_partition: int) -> list[tuple[tuple[str, ...], bool, int, int, int]]:
-    """(ensemble, striped, member, first, last) of each partition of one ledger slice: each fragment shared
-    among its ensemble's bookies, at most ``per_partition`` entries of it per partition."""
-    shares = []
+def fragment_shares(sl: LedgerSlice, per_partition: int
+                    ) -> list[tuple[tuple[str, ...], bool, list[tuple[int, int, int]]]]:
+    """(ensemble, striped, [(member, first, last), ...]) of each fragment of one ledger slice: the fragment
+    shared among its ensemble's bookies, at most ``per_partition`` entries of it per piece."""
+    out = []
     md = sl.metadata
     for f_first, f_last, ensemble in md.fragments():
         f_last = sl.last if f_last < 0 else f_last
@@ -143,20 +147,19 @@ def slice_shares(sl: LedgerSlice, per_partition: int) -> list[tuple[tuple[str, .
         if a > b:
             continue
         if md.write_quorum_size != len(ensemble):
-            shares += [(ensemble, True, member, lo, min(b, lo + per_partition - 1)) for member in range(len(ensemble))
-                       for lo in range(a, b + 1, per_partition)]
+            out.append((ensemble, True, [(member, lo, min(b, lo + per_partition - 1)) for member in range(len(ensemble))
+                                         for lo in range(a, b + 1, per_partition)]))
         else:
-            shares += [(ensemble, False, member, lo, hi)
-                       for member, lo, hi in contiguous_shares(a, b, len(ensemble), per_partition)]
-    return shares
+            out.append((ensemble, False, contiguous_shares(a, b, len(ensemble), per_partition)))
+    return out
 
 
 def slice_partitions(sl: LedgerSlice, transports: BookieTransports, per_partition: int) -> list[FragmentMemberPartition]:
-    """The partitions of one ledger slice (``slice_shares``) on their own."""
+    """The partitions of one ledger slice (``fragment_shares``) on their own."""
     md = sl.metadata
     return [fragment_member_partition(sl.ledger, ensemble, member, lo, hi, md.write_quorum_size, md.digest_type,
                                        transports.of(ensemble), striped, sl.log, sl.segment)
-            for ensemble, striped, member, lo, hi in slice_shares(sl, per_partition)]
+            for ensemble, striped, shares in fragment_shares(sl, per_partition) for member, lo, hi in shares]
 
 
 BALANCE_ROUNDS = 4
@@ -196,7 +199,7 @@ def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | No
     return targets
 
 
-def _check(opts: ReadOptions, ledger: LedgerId, md: LedgerMetadata) -> None:
+def _check(opts: ReadOptions, ledger: LedgerId, md: LedgerMetadata | LedgerAccess) -> None:
     if md.password != opts.password:
         raise BookKeeperOptionException(f"wrong password for ledger {ledger}: set option password")
     if opts.digest is not None and opts.digest != md.digest_type:
@@ -204,14 +207,16 @@ def _check(opts: ReadOptions, ledger: LedgerId, md: LedgerMetadata) -> None:
                                     f"{md.digest_type.name.lower()}")
 
 
-def checked_metadata(bk, opts: ReadOptions, targets: list[tuple[LedgerId, str | None, int | None]]
+def checked_metadata(bk, opts: ReadOptions, targets: list[tuple[LedgerId, str | None, int | None]], access_only: bool = False
                      ) -> Iterator[tuple[tuple[LedgerId, str | None, int | None], Versioned[LedgerMetadata]]]:
     """Each target with its metadata, checked against the options: read once per ledger, many reads in flight
-    (MetadataStore.read_ledgers, as BookKeeper's LedgerManager.asyncProcessLedgers walks them). A ledger the
-    user named (option ledgers, or a log's segment) that does not exist fails, naming it; one a scope's
-    listing found and deleted since is left out (the scope no longer has it)."""
+    (MetadataStore.read_ledgers, as BookKeeper's LedgerManager.asyncProcessLedgers walks them; ``access_only``:
+    only the password and digest type, a LedgerAccess). A ledger the user named (option ledgers, or a log's
+    segment) that does not exist fails, naming it; one a scope's listing found and deleted since is left out
+    (the scope no longer has it)."""
     listed = opts.log is None and opts.ledgers is None
-    for target, (ledger, versioned) in zip(targets, bk.store.read_ledgers(t[0] for t in targets)):
+    read = bk.store.read_ledger_access if access_only else bk.store.read_ledgers
+    for target, (ledger, versioned) in zip(targets, read(t[0] for t in targets)):
         if versioned is None:
             if listed:
                 continue
@@ -225,7 +230,7 @@ def check_selection(opts: ReadOptions) -> None:
     (at execution) reads the metadata again: ledgers may change between load() and the action."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     with gc_paused():
-        for _ in checked_metadata(bk, opts, _targets(bk, opts)):
+        for _ in checked_metadata(bk, opts, _targets(bk, opts), access_only=True):
             pass
 
 
@@ -263,28 +268,28 @@ class BookKeeperReader(DataSourceReader):
         return plan(self.opts)
 
     def read(self, partition: PackedPartition | FragmentMemberPartition):
-        slices = partition.slices if isinstance(partition, PackedPartition) else (partition,)
-        services = {}
-        for p in slices:
-            services.update(p.services)
-        clients = connections.worker_clients().for_bookies(services)
-        return coalesced(self._read_slices(slices, clients), COALESCE_ROWS)
+        if isinstance(partition, PackedPartition):
+            clients = connections.worker_clients().for_bookies(partition.services())
+            return coalesced(self._read_packed(partition, clients), COALESCE_ROWS)
+        clients = connections.worker_clients().for_bookies(partition.services)
+        return coalesced(self._read_slice(partition, clients), COALESCE_ROWS)
 
-    def _read_slices(self, slices, clients):
-        """Many slices: the bookie's whole share in one call first (``read_share``); then each slice it did not
-        serve whole reads what is missing."""
+    def _read_packed(self, partition: PackedPartition, clients):
+        """Many slices: the bookie's whole share in one call first (``read_share``, the slices as columns); then
+        each slice it did not serve whole reads what is missing."""
         share = ShareRead()
-        if len(slices) > 1:
-            segments = np.array([p.segment or 0 for p in slices], dtype=np.int32)
-            with gc_paused():  # a request and a record per slice, by the thousand
-                share = read_share(slices, clients, self.opts.password,
+        if len(partition) > 1:
+            columns = partition.columns()
+            segments = np.maximum(columns.segments, 0).astype(np.int32)
+            with gc_paused():  # an entry by the thousand
+                share = read_share(columns, partition.bookie, clients, self.opts.password,
                                    lambda lids, ids, offsets, data, owner: self._rows(lids, ids, offsets, data,
                                                                                       segments[owner]),
                                    clients.conf.nettyMaxFrameSizeBytes)
             yield from share.batches
-        for i, p in enumerate(slices):
+        for i in range(len(partition)):
             if i not in share.complete:
-                yield from self._read_slice(p, clients, share.partial.get(i), i < share.covered)
+                yield from self._read_slice(partition.slice(i), clients, share.partial.get(i), i < share.covered)
 
     def _read_slice(self, p: FragmentMemberPartition, clients, ahead: Prefetched | None = None,
                     member_answered: bool = False):

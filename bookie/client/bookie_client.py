@@ -29,6 +29,7 @@ from bookie.meta.bookie_service_info import BOOKIE_ID_KEY
 from bookie.proto import availability, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import bookkeeper_pb2_grpc as pb_grpc
+from bookie.proto.range_columns import RangeColumns
 
 log = logging.getLogger(__name__)
 
@@ -239,10 +240,14 @@ class BookieClient:
             raise transport_error(self.bookie_id, f"read of ledger {ledger} entries {first}..{last}", exc,
                                   self.address) from None
 
-    def read_entries_of_ledgers(self, ranges: list[pb.ReadRangeRequest], max_bytes: int = 0,
+    def read_entries_of_ledgers(self, ranges: RangeColumns | list[pb.ReadRangeRequest], max_bytes: int = 0,
                                 timeout: float | None = None) -> Iterator[pb.ReadRangesResponse]:
-        """What the bookie stores of each range (ReadEntriesOfLedgers): one call for many small ledgers."""
-        request = pb.ReadRangesRequest(ranges=ranges, maxBytesPerMessage=max_bytes)
+        """What the bookie stores of each range (ReadEntriesOfLedgers): one call for many small ledgers, the
+        ranges sent as columns (or as messages, one ReadRangeRequest each)."""
+        if isinstance(ranges, RangeColumns):
+            request = ranges.request(max_bytes)
+        else:
+            request = pb.ReadRangesRequest(ranges=ranges, maxBytesPerMessage=max_bytes)
         try:
             yield from self.stub.ReadEntriesOfLedgers(request, timeout=timeout or self.timeout * 12,
                                                       metadata=self.metadata)

@@ -17,8 +17,8 @@ from typing import Callable
 
 from bookie.client.bookie_client import BookieClient
 from bookie.ledger_id import LedgerId
-from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import entry_format, status
+from bookie.proto.range_columns import RangeColumns
 
 PROBE_BATCH = 1000  # one-entry ranges per call
 PROBE_THREADS = 4  # calls in flight (each a blocking stream)
@@ -78,8 +78,9 @@ class EntryProbes:
 
     @staticmethod
     def _send(client: BookieClient, probes: list[Probe]) -> None:
-        ranges = [pb.ReadRangeRequest(ledgerScopeId=p.ledger.scope_id, ledgerId=p.ledger.ledger_id,
-                                      firstEntryId=p.entry_id, lastEntryId=p.entry_id) for p in probes]
+        entry_ids = [p.entry_id for p in probes]
+        ranges = RangeColumns.of([p.ledger.scope_id for p in probes], [p.ledger.ledger_id for p in probes], entry_ids,
+                                 entry_ids)
         held: set[tuple[int, int, int]] = set()
         answered = False
         try:

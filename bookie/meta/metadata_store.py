@@ -14,7 +14,7 @@ from typing import Callable, Generic, Iterable, Iterator, TypeVar
 from bookie.exceptions import BKNoSuchLedgerExistsOnMetadataServerException
 from bookie.ledger_id import LedgerId
 from bookie.meta.bookie_service_info import BookieServiceInfo, Endpoint
-from bookie.meta.ledger_metadata import LedgerMetadata
+from bookie.meta.ledger_metadata import LedgerAccess, LedgerMetadata
 
 T = TypeVar("T")
 
@@ -101,6 +101,13 @@ class MetadataStore(abc.ABC):
                 yield ledger, self.read_ledger(ledger)
             except BKNoSuchLedgerExistsOnMetadataServerException:
                 yield ledger, None
+
+    def read_ledger_access(self, ledgers: Iterable[LedgerId]) -> Iterator[tuple[LedgerId, Versioned[LedgerAccess] | None]]:
+        """``read_ledgers``, each ledger's password and digest type only: what a check of many ledgers needs
+        (ZKMetadataStore decodes no more)."""
+        for ledger, versioned in self.read_ledgers(ledgers):
+            yield ledger, None if versioned is None else Versioned(
+                LedgerAccess(versioned.value.password, versioned.value.digest_type), versioned.version)
 
     @abc.abstractmethod
     def watch_ledger(self, ledger: LedgerId, callback: Callable[[Versioned[LedgerMetadata] | None], None]) -> Callable[[], None]:

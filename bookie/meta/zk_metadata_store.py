@@ -198,6 +198,15 @@ class ZKMetadataStore(MetadataStore):
         """Each ledger with its metadata (None: it does not exist), in the order given, up to ``window`` reads in
         flight: batched in multiRead requests where the server has them (bookie.meta.multi_read), else one
         request per ledger. A read that loses its connection is sent again on its own."""
+        return self._read_many(ledgers, window, ledger_metadata.parse)
+
+    def read_ledger_access(self, ledgers: Iterable[LedgerId], window: int = READ_WINDOW
+                           ) -> Iterator[tuple[LedgerId, Versioned[ledger_metadata.LedgerAccess] | None]]:
+        """``read_ledgers``, decoding only each ledger's password and digest type."""
+        return self._read_many(ledgers, window, ledger_metadata.parse_access)
+
+    def _read_many(self, ledgers: Iterable[LedgerId], window: int, parse: Callable[[bytes], T]
+                   ) -> Iterator[tuple[LedgerId, Versioned[T] | None]]:
         if self._multi_read is None:
             self._multi_read = supports_multi_read(self.zk)
         if self._multi_read:
@@ -206,25 +215,26 @@ class ZKMetadataStore(MetadataStore):
             answers = pipelined(ledgers, lambda ledger: self.zk.get_async(self.ledger_path(ledger)),
                                 lambda _, result: _answer(result), window)
         for ledger, answer in answers:
-            yield ledger, self._read_answer(ledger, answer)
+            yield ledger, self._read_answer(ledger, answer, parse)
 
-    def _read_answer(self, ledger: LedgerId, answer) -> Versioned[ledger_metadata.LedgerMetadata] | None:
+    def _read_answer(self, ledger: LedgerId, answer, parse: Callable[[bytes], T]) -> Versioned[T] | None:
+        if isinstance(answer, LOST_CONNECTION):
+            path = self.ledger_path(ledger)
+            try:
+                answer = self._retrying(f"read of ledger {ledger}", lambda: self.zk.get(path))
+            except KazooException as exc:
+                answer = exc
         if isinstance(answer, NoNodeError):
             return None
-        if isinstance(answer, LOST_CONNECTION):
-            try:
-                return self.read_ledger(ledger)
-            except BKNoSuchLedgerExistsOnMetadataServerException:
-                return None
         if isinstance(answer, Exception):
             raise self._zk_error(f"read of ledger {ledger}", answer)
         data, stat = answer
-        return Versioned(self._parse(ledger, data), stat.version)
+        return Versioned(self._parse(ledger, data, parse), stat.version)
 
     @staticmethod
-    def _parse(ledger: LedgerId, data: bytes) -> ledger_metadata.LedgerMetadata:
+    def _parse(ledger: LedgerId, data: bytes, parse: Callable[[bytes], T] = ledger_metadata.parse) -> T:
         try:
-            return ledger_metadata.parse(data)
+            return parse(data)
         except Exception as exc:  # protobuf decode errors have no common base
             raise BKMetadataSerializationException(f"metadata of ledger {ledger} cannot be decoded: {exc}") from None
 

@@ -18,6 +18,7 @@ from bookie.exceptions import (BadRequestException, EntryCorruptedException, NoE
                                NoLedgerException, UnauthorizedAccessException)
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
+from bookie.proto.range_columns import RangeColumns
 from bookie.server.entry_logger import EntryLogCorruptedException, EntryLogger
 from bookie.server.index import (EXPLICIT_LAC_LENGTHS, LAC_METADATA_LENGTH, MAX_ENTRY_ID, MAX_MASTER_KEY_LENGTH,
                                  IndexHeader, IndexPersistenceMgr)
@@ -211,31 +212,50 @@ class InterleavedLedgerStorage:
             lo = _first_wanted(max(hi + 1, page_no * per), step, offset)
         return parts, count, last  # nothing is stored past the bookie's last entry
 
-    def read_few_ranges(self, ranges) -> list[list[bytes] | None]:
-        """The framed entries of each of ``ranges`` ((ledger, first, last, stride, offset) each) that asks for
-        at most SCALAR_WINDOW ids (a small ledger's share), all located under one hold of the lock, then read
-        record by record (``_read_few``). None for a range that asks for more, or whose read failed
+    def read_few_ranges(self, ranges: RangeColumns) -> list[list[bytes] | None]:
+        """The framed entries of each of ``ranges`` that asks for at most SCALAR_WINDOW ids (a small ledger's
+        share), all located under one hold of the lock, then read record by record: those of one entry
+        (``EntryLogger.read_framed_many``) together. None for a range that asks for more, or whose read failed
         (``read_framed_parts`` reads it again, and says why); an unknown ledger gives no entries. A call of
-        many small ledgers costs a lookup and a read per range, not a whole range read each."""
-        located: list[tuple | None] = []
+        many small ledgers costs a lookup and a read per range, not a whole range read each: the loop over its
+        ranges is kept lean."""
+        out: list[list[bytes] | None] = [None] * len(ranges)
+        singles: list[tuple[int, LedgerId, int]] = []  # (range, ledger, entry id) of the ranges of one entry
+        single_locs: list[int] = []
+        several: list[tuple] = []  # (range, ledger, first, last, step, locations) of the others
+        in_memory, locate = self._ledgers.get, self.cache.get
         with self.lock:
-            for ledger, first, last, stride, offset in ranges:
-                state = self._ledgers.get(ledger) or self.descriptor(ledger)
-                step = max(stride, 1)
-                lo = _first_wanted(first, step, offset)
-                hi = -1 if state is None else min(last, state.last_entry_id)
-                few = (hi - lo) // step < SCALAR_WINDOW
-                located.append((lo, hi, step, self._locate_few(ledger, lo, hi, step)) if few else None)
-        out: list[list[bytes] | None] = []
-        for (ledger, *_), where in zip(ranges, located):
-            parts: list | None = []
-            if where is not None:
-                lo, hi, step, locs = where
-                try:
-                    self._read_few(ledger, locs, lo, hi, MAX_FEW_BYTES, step, parts)
-                except (EntryCorruptedException, _LogRemoved):
-                    parts = None
-            out.append(None if where is None else parts)
+            for k, (scope, lid, first, last, stride, offset) in enumerate(zip(*ranges.lists())):
+                ledger = LedgerId(scope, lid)
+                state = in_memory(ledger) or self.descriptor(ledger)
+                if state is None:
+                    out[k] = []
+                    continue
+                if stride > 1:
+                    first += (offset - first) % stride
+                else:
+                    stride = 1
+                if state.last_entry_id < last:
+                    last = state.last_entry_id
+                if 0 <= last - first < stride:  # one id wanted: first
+                    loc = locate(ledger, first)
+                    if loc:
+                        singles.append((k, ledger, first))
+                        single_locs.append(loc)
+                    else:
+                        out[k] = []
+                elif (last - first) // stride < SCALAR_WINDOW:
+                    several.append((k, ledger, first, last, stride, self._locate_few(ledger, first, last, stride)))
+        for (k, ledger, entry_id), framed in zip(singles, self.entry_logger.read_framed_many(single_locs)):
+            if framed is not None and _holds(framed, ledger, entry_id):
+                out[k] = [framed]  # else None: read alone, it says what is wrong
+        for k, ledger, first, last, stride, locs in several:
+            parts: list = []
+            try:
+                self._read_few(ledger, locs, first, last, MAX_FEW_BYTES, stride, parts)
+                out[k] = parts
+            except (EntryCorruptedException, _LogRemoved):
+                pass
         return out
 
     def _locate_few(self, ledger: LedgerId, first: int, last: int, step: int) -> list[int]:
@@ -424,6 +444,15 @@ class _LogRemoved(Exception):
 def _first_wanted(entry_id: int, step: int, offset: int) -> int:
     """The first id from ``entry_id`` on with ``id % step == offset`` (every id when step is 1)."""
     return entry_id + (offset - entry_id) % step if step > 1 else entry_id
+
+
+def _holds(framed: bytes, ledger: LedgerId, entry_id: int) -> bool:
+    """Whether the framed record is entry ``entry_id`` of ``ledger`` (False also for an unreadable header)."""
+    try:
+        scope, lid, eid, _ = entry_format.peek_ids(framed, entry_format.FRAME_LEN)
+    except (IndexError, struct.error):
+        return False
+    return eid == entry_id and lid == ledger.ledger_id and scope == ledger.scope_id
 
 
 def _check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:

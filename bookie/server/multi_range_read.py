@@ -12,26 +12,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import NamedTuple
+
+import numpy as np
 
 from bookie.exceptions import BadRequestException
 from bookie.ledger_id import LedgerId
 from bookie.proto import bookkeeper_pb2 as pb
-from bookie.proto import status
+from bookie.proto.range_columns import RangeColumns
+from bookie.proto.read_range import encode_read_ranges_response
 from bookie.server.bookie import Bookie
 from bookie.server.index import MAX_ENTRY_ID
 
 log = logging.getLogger(__name__)
 
 MAX_RANGES_PER_CALL = 1 << 20  # bounds the work one request can ask for (a request is at most a few MiB anyway)
-
-
-class Range(NamedTuple):  # a tuple: a call of many small ledgers asks for tens of thousands
-    ledger: LedgerId
-    first: int
-    last: int
-    stride: int
-    offset: int
 
 
 @dataclass
@@ -41,9 +35,9 @@ class Cursor:
     entry: int | None = None
 
 
-def checked_range(r: pb.ReadRangeRequest) -> Range:
-    """The range ``r`` asks for (ReadEntries', or one of ReadEntriesOfLedgers'); BadRequestException naming
-    what is wrong and what is allowed."""
+def checked_range(r: pb.ReadRangeRequest) -> LedgerId:
+    """The ledger of the range ``r`` asks for (ReadEntries', or one of ReadEntriesOfLedgers'), checked;
+    BadRequestException naming what is wrong and what is allowed."""
     if r.ledgerScopeId < 0 or r.ledgerId < 0:
         raise BadRequestException(f"ledger id {r.ledgerScopeId}/{r.ledgerId} is negative")
     ledger = LedgerId(r.ledgerScopeId, r.ledgerId)
@@ -53,7 +47,7 @@ def checked_range(r: pb.ReadRangeRequest) -> Range:
     if r.stride < 0 or (r.stride and not 0 <= r.offset < r.stride):
         raise BadRequestException(f"bad stride {r.stride} / offset {r.offset}: stride >= 0, and with a stride "
                                   "0 <= offset < stride")
-    return Range(ledger, r.firstEntryId, r.lastEntryId, r.stride, r.offset)
+    return ledger
 
 
 def check_message_bytes(max_bytes: int) -> None:
@@ -62,57 +56,78 @@ def check_message_bytes(max_bytes: int) -> None:
                                   "or a positive number of bytes)")
 
 
-def checked_ranges(request: pb.ReadRangesRequest) -> list[Range]:
-    """The request's ranges; BadRequestException naming the first bad one and what is allowed."""
-    if len(request.ranges) > MAX_RANGES_PER_CALL:
-        raise BadRequestException(f"{len(request.ranges)} ranges in one call refused (allowed: up to "
-                                  f"{MAX_RANGES_PER_CALL})")
+def checked_ranges(request: pb.ReadRangesRequest) -> RangeColumns:
+    """The request's ranges (as messages or as columns); BadRequestException naming the first bad one and what
+    is allowed. Checked as columns: a call of many small ledgers has tens of thousands."""
+    try:
+        ranges = RangeColumns.of_request(request)
+    except ValueError as exc:
+        raise BadRequestException(str(exc)) from None
+    if len(ranges) > MAX_RANGES_PER_CALL:
+        raise BadRequestException(f"{len(ranges)} ranges in one call refused (allowed: up to {MAX_RANGES_PER_CALL})")
     check_message_bytes(request.maxBytesPerMessage)
-    out = []
-    for i, r in enumerate(request.ranges):
+    strides, offsets = ranges.strides, ranges.offsets
+    bad = ((ranges.scopes < 0) | (ranges.ledgers < 0) | (ranges.firsts < 0) | (ranges.lasts < ranges.firsts)
+           | (strides < 0) | ((strides != 0) & ((offsets < 0) | (offsets >= strides))))
+    if bad.any():
+        k = int(np.argmax(bad))
         try:
-            out.append(checked_range(r))
+            checked_range(ranges.row(k))
         except BadRequestException as exc:
-            raise BadRequestException(f"range {i}: {exc}") from None
-    return out
+            raise BadRequestException(f"range {k}: {exc}") from None
+    return ranges
 
 
 FEW_BATCH = 1024  # ranges located and read together (read_few_ranges); at most these are read again in the next message
 
 
-def next_message(bookie: Bookie, ranges: list[Range], cursor: Cursor, budget: int) -> bytes:
+def next_message(bookie: Bookie, ranges: RangeColumns, cursor: Cursor, budget: int) -> bytes:
     """The next serialized ReadRangesResponse from ``cursor`` on (which it advances), about ``budget`` bytes
     of entries; the last message is the one whose ``rangesCovered`` is ``len(ranges)``. Ranges of a few ids
     (small ledgers) are read FEW_BATCH at a time (``Bookie.read_few_ranges``), the others one by one."""
     parts: list = []
     count = total = 0
-    few: list[list[bytes] | None] = []  # what read_few_ranges gave for ranges[cursor.index:]
-    while cursor.index < len(ranges) and total < budget:
-        r = ranges[cursor.index]
-        if cursor.entry is None and not few:
-            few = bookie.read_few_ranges(ranges[cursor.index: cursor.index + FEW_BATCH])[::-1]
-        got = few.pop() if cursor.entry is None else None
-        if got is not None:
-            parts += got
-            count += len(got)
-            total += sum(len(p) for p in got)
-            cursor.index += 1
-            continue
-        first = r.first if cursor.entry is None else cursor.entry
+    n = len(ranges)
+    few: list[list[bytes] | None] = []  # what read_few_ranges gave for ranges[cursor.index - at:]
+    at = 0
+    while cursor.index < n and total < budget:
+        if cursor.entry is None:
+            if at == len(few):
+                few, at = bookie.read_few_ranges(ranges[cursor.index: cursor.index + FEW_BATCH]), 0
+            start = at
+            while at < len(few) and total < budget:  # a small ledger's share each: kept lean
+                got = few[at]
+                if got is None:
+                    break
+                parts += got
+                count += len(got)
+                for part in got:
+                    total += len(part)
+                at += 1
+            cursor.index += at - start
+            if at == len(few) or total >= budget:
+                continue
+        # Range k on its own: one of many ids, one read_few_ranges could not read, or one that goes on.
+        k = cursor.index
+        ledger = LedgerId(int(ranges.scopes[k]), int(ranges.ledgers[k]))
+        first = int(ranges.firsts[k]) if cursor.entry is None else cursor.entry
+        last = int(ranges.lasts[k])
         try:
-            got, n, covered = bookie.read_entries_parts(r.ledger, first, r.last, budget - total, r.stride, r.offset)
+            got, got_count, covered = bookie.read_entries_parts(ledger, first, last, budget - total,
+                                                                int(ranges.strides[k]), int(ranges.offsets[k]))
         except Exception as exc:  # its replicas, then entry-by-entry reads, will tell what it was
-            log.debug("range %d (ledger %s %d..%d) not read: %s", cursor.index, r.ledger, first, r.last, exc)
-            got, n, covered = [], 0, r.last
-        if n == 0 and covered < first and total:
+            log.debug("range %d (ledger %s %d..%d) not read: %s", k, ledger, first, last, exc)
+            got, got_count, covered = [], 0, last
+        if got_count == 0 and covered < first and total:
             break  # nothing fitted in what is left of this message: the range starts the next one
         parts += got
-        count += n
+        count += got_count
         total += sum(len(p) for p in got)
-        if covered >= r.last or covered < first:  # done (or no progress even in a fresh message: give it up)
-            cursor.index, cursor.entry = cursor.index + 1, None
+        if covered >= last or covered < first:  # done (or no progress even in a fresh message: give it up)
+            cursor.index, cursor.entry = k + 1, None
+            if few:
+                at += 1  # few[at] was this range's
         else:
             cursor.entry = covered + 1
-            few = []  # those after it are read again once it is done
-    return pb.ReadRangesResponse(status=status.EOK, entries=b"".join(parts), entryCount=count,
-                                 rangesCovered=cursor.index).SerializeToString()
+            few, at = [], 0  # those after it are read again once it is done
+    return encode_read_ranges_response(parts, count, cursor.index)

@@ -290,7 +290,7 @@ class BookieServicer(pb_grpc.BookieServicer):
         first, last = request.firstEntryId, request.lastEntryId
         budget = request.maxBytesPerMessage or self.max_range_message_bytes
         try:
-            ledger = multi_range_read.checked_range(request).ledger
+            ledger = multi_range_read.checked_range(request)
             multi_range_read.check_message_bytes(request.maxBytesPerMessage)
 
             def read(start: int) -> asyncio.Future:

@@ -13,6 +13,7 @@ from bookie.meta import layout
 from bookie.meta import ledger_metadata
 from bookie.meta.ledger_id_generator import ZkLedgerIdGenerator
 from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.proto.checksum import DigestType
 from tests.helpers.sample_metadata import metadata
 
 
@@ -124,6 +125,11 @@ def test_read_ledgers_pipelines_in_order_and_reports_missing_ones(metadata_store
         else:
             assert versioned.value.length == ledger.ledger_id and versioned.version == 0
     assert [lid for lid, _ in metadata_store.ledgers_with_metadata(0)] == [l for l in ledgers if l != ledgers[5]]
+    # Only the password and digest type (a Spark read's check at load()): the same ledgers, the same gaps.
+    access = list(metadata_store.read_ledger_access(asked, window=7))
+    assert [ledger for ledger, _ in access] == asked
+    assert [None if v is None else (v.value, v.version) for _, v in access] == [
+        None if v is None else ((b"pw", DigestType.CRC32C), 0) for _, v in got]
 
 
 def test_multi_read_reads_many_znodes_in_few_requests(metadata_store, zookeeper):

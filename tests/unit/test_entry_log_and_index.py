@@ -11,6 +11,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto import status
 from bookie.proto.checksum import DigestManager
+from bookie.proto.range_columns import RangeColumns
 from bookie.server.entry_log_format import LOG_HEADER_SIZE, log_path
 from bookie.server.index import index_path
 from tests.helpers.disk_faults import flip_byte
@@ -157,6 +158,11 @@ def test_a_big_record_cut_short_after_the_read_ahead_is_corrupt(make_bookie):
         bookie.read_entry(ledger, 0)
 
 
+def _columns(ranges) -> RangeColumns:
+    """(ledger, first, last, stride, offset) rows as ReadEntriesOfLedgers' columns."""
+    return RangeColumns.of(*zip(*[(ledger.scope_id, ledger.ledger_id, *rest) for ledger, *rest in ranges]))
+
+
 def test_few_ranges_read_together_give_what_each_read_alone_gives(make_bookie):
     """LedgerStorage.read_few_ranges (a call of many small ledgers): the frames ``read_framed_parts`` reads
     for each range of at most SCALAR_WINDOW wanted ids, nothing for an unknown ledger, None for a longer
@@ -171,8 +177,8 @@ def test_few_ranges_read_together_give_what_each_read_alone_gives(make_bookie):
     # ledger n holds entries 0..4+n; (range, whether it asks for at most SCALAR_WINDOW of them)
     cases = [((ledgers[0], 0, 4, 0, 0), False), ((ledgers[1], 0, 9, 3, 1), True), ((ledgers[2], 2, 5, 0, 0), True),
              ((ledgers[5], 0, 20, 0, 0), False), ((ledgers[3], 1, 1, 0, 0), True), ((ledgers[4], 0, 8, 2, 0), False),
-             ((ledgers[4], 7, 30, 0, 0), True)]
-    got = bookie.storage.read_few_ranges([r for r, _ in cases] + [(LedgerId(0, 999), 0, 2, 0, 0)])
+             ((ledgers[4], 7, 30, 0, 0), True), ((ledgers[2], 0, 2, 3, 1), True), ((ledgers[0], 4, 4, 0, 0), True)]
+    got = bookie.storage.read_few_ranges(_columns([r for r, _ in cases] + [(LedgerId(0, 999), 0, 2, 0, 0)]))
     assert SCALAR_WINDOW == 4 and got[-1] == []  # an unknown ledger: nothing
     for ((ledger, first, last, stride, offset), few), frames in zip(cases, got):
         if not few:
@@ -183,7 +189,7 @@ def test_few_ranges_read_together_give_what_each_read_alone_gives(make_bookie):
     bookie.checkpoint()
     loc = bookie.storage.cache.get(ledgers[3], 1)
     flip_byte(log_path(bookie.ledger_dirs[0], loc >> 32), (loc & 0xFFFFFFFF) + 15)  # its entry id
-    again = bookie.storage.read_few_ranges([(ledgers[3], 1, 1, 0, 0), (ledgers[0], 0, 1, 0, 0)])
+    again = bookie.storage.read_few_ranges(_columns([(ledgers[3], 1, 1, 0, 0), (ledgers[0], 0, 1, 0, 0)]))
     assert again[0] is None and len(again[1]) == 2
     with pytest.raises(EntryCorruptedException):
         bookie.storage.read_framed_parts(ledgers[3], 1, 1, 1 << 20)

@@ -43,6 +43,11 @@ def test_metadata_serde_v3_and_v2():
     assert ledger_metadata.parse(v2) == md
     with pytest.raises(ValueError):
         ledger_metadata.parse(b"BookieMetadataFormatVersion\t1\nwhatever")
+    # What a check of many ledgers decodes: the same password and digest type from either format.
+    for znode in (data, v2):
+        assert ledger_metadata.parse_access(znode) == ledger_metadata.LedgerAccess(b"pw", DigestType.MAC)
+    with pytest.raises(ValueError):
+        ledger_metadata.parse_access(b"BookieMetadataFormatVersion\t1\nwhatever")
 
 
 @pytest.mark.parametrize("state", list(ledger_metadata.LedgerState))

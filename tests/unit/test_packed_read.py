@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager, DigestType
-from spark_bookkeeper.packed_read import slice_entries, sort_share
-from spark_bookkeeper.read_partitions import FragmentMemberPartition
+from spark_bookkeeper.packed_read import expected_entries, slice_entries, sort_share
+from spark_bookkeeper.read_partitions import FragmentMemberPartition, SliceColumns
 
 PASSWORD = b"pw"
 ENSEMBLE = ("a:1", "b:1", "c:1")
@@ -44,24 +44,31 @@ def answers(draw):
     slices, sent = [], []
     for n in range(draw(st.integers(1, 12))):
         ledger = LedgerId(rnd.choice([0, 0, 5]), 100 + n)
+        if slices and rnd.random() < 0.2:  # the id of the one before in the other scope: another ledger
+            before = slices[-1].ledger
+            other = LedgerId(5 if before.scope_id == 0 else 0, before.ledger_id)
+            ledger = ledger if any(p.ledger == other for p in slices) else other
         digest = rnd.choice([DigestType.CRC32C, DigestType.CRC32C, DigestType.MAC, DigestType.CRC32])
         last_entry = rnd.randint(0, 9)
         striped = rnd.random() < 0.7
         member = rnd.randrange(3)
-        p = FragmentMemberPartition(ledger, ENSEMBLE, member, 0, last_entry, write_quorum=2, digest_type=digest,
-                                    services={}, striped=striped)
-        slices.append(p)
-        for e in range(last_entry + 1):
-            if striped and e % 3 != member:
+        # now and then two fragments of the ledger that this bookie serves: two slices of one ledger here
+        cut = rnd.randint(0, last_entry - 1) if last_entry and rnd.random() < 0.25 else None
+        for first, last in [(0, last_entry)] if cut is None else [(0, cut), (cut + 1, last_entry)]:
+            p = FragmentMemberPartition(ledger, ENSEMBLE, member, first, last, write_quorum=2, digest_type=digest,
+                                        services={}, striped=striped)
+            slices.append(p)
+            for e in range(first, last + 1):
+                if striped and e % 3 != member:
+                    if rnd.random() < 0.1:
+                        sent.append((ledger, digest, e, False, None))  # another member's entry: not asked
+                    continue
+                fate = rnd.random()
+                if fate < 0.15:
+                    continue  # missing
+                sent.append((ledger, digest, e, fate < 0.22, len(slices) - 1))  # corrupt when fate < 0.22
                 if rnd.random() < 0.1:
-                    sent.append((ledger, digest, e, False, None))  # another member's entry: not asked
-                continue
-            fate = rnd.random()
-            if fate < 0.15:
-                continue  # missing
-            sent.append((ledger, digest, e, fate < 0.22, len(slices) - 1))  # corrupt when fate < 0.22
-            if rnd.random() < 0.1:
-                sent.append((ledger, digest, e, False, len(slices) - 1))  # sent twice
+                    sent.append((ledger, digest, e, False, len(slices) - 1))  # sent twice
     sent += [(LedgerId(0, 999), DigestType.CRC32C, 0, False, None)] * draw(st.integers(0, 2))  # never asked
     rnd.shuffle(sent)
     size = 64 if uniform else None
@@ -77,10 +84,11 @@ def answers(draw):
 @given(answers())
 def test_each_slice_gets_what_came_for_it_once_and_complete_slices_need_nothing_more(answer):
     slices, messages, good = answer
-    share = sort_share(slices, messages, PASSWORD, _rows)
+    share = sort_share(SliceColumns.of(slices), messages, PASSWORD, _rows)
     wanted = {i: {e for e in range(p.first, p.last + 1) if not p.striped or e % 3 == p.member}
               for i, p in enumerate(slices)}
     assert all(len(wanted[i]) == slice_entries(p) for i, p in enumerate(slices))
+    assert expected_entries(SliceColumns.of(slices)).tolist() == [len(wanted[i]) for i in range(len(slices))]
     came = {i: {e for j, e in good if j == i} for i in wanted}
     assert share.complete == {i for i in wanted if came[i] == wanted[i]}
     rows = pa.Table.from_batches(share.batches, schema=_rows(*([np.zeros(0, np.int64)] * 2), np.zeros(1, np.int32),
@@ -102,7 +110,7 @@ def test_an_unreadable_message_gives_nothing_and_the_rest_still_counts():
     slices = [FragmentMemberPartition(ledger, ENSEMBLE, 0, 0, 1, write_quorum=3, digest_type=DigestType.CRC32C,
                                       services={}, striped=False)]
     good = _frame(ledger, DigestType.CRC32C, 0, 10) + _frame(ledger, DigestType.CRC32C, 1, 10)
-    share = sort_share(slices, [good[:-3], good], PASSWORD, _rows)
+    share = sort_share(SliceColumns.of(slices), [good[:-3], good], PASSWORD, _rows)
     assert share.complete == {0} and sum(b.num_rows for b in share.batches) == 2
 
 
@@ -115,7 +123,7 @@ def test_a_frame_too_short_for_its_digest_is_bad_not_read_past(digest):
                                       striped=False)]
     header = _frame(ledger, digest, 1, 10)[4:4 + entry_format.V1_HEADER_LEN]
     cut = entry_format.FRAME.pack(len(header)) + header
-    share = sort_share(slices, [_frame(ledger, digest, 0, 10) + cut], PASSWORD, _rows)
+    share = sort_share(SliceColumns.of(slices), [_frame(ledger, digest, 0, 10) + cut], PASSWORD, _rows)
     assert share.complete == set() and share.partial[0].ids.tolist() == [0]
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.proto import status
-from bookie.proto.read_range import encode_read_range_response
+from bookie.proto.read_range import encode_read_range_response, encode_read_ranges_response
 
 
 @pytest.mark.parametrize("parts, count, covered, max_lac, code, message", [
@@ -21,3 +21,12 @@ def test_encoded_like_protobuf(parts, count, covered, max_lac, code, message):
                                     lastEntryIdCovered=covered, maxLAC=max_lac, message=message)
     assert encoded == expected.SerializeToString()
     assert pb.ReadRangeResponse.FromString(encoded) == expected
+
+
+@pytest.mark.parametrize("parts, count, covered", [
+    ([b"abc", memoryview(b"defgh")], 2, 3), ([], 0, 0), ([b"x" * 300_000], 1, 2 ** 20), ([b""], 0, 127)])
+def test_ranges_answer_encoded_like_protobuf(parts, count, covered):
+    encoded = encode_read_ranges_response(parts, count, covered)
+    expected = pb.ReadRangesResponse(status=status.EOK, entries=b"".join(parts), entryCount=count,
+                                     rangesCovered=covered)
+    assert encoded == expected.SerializeToString()
