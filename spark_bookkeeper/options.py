@@ -25,11 +25,12 @@ TABLES = ("ledgers", "fragments", "bookies", "underreplicated", "entrylogs", "bo
 EARLIEST, LATEST = "earliest", "latest"  # startingOffsets, as Kafka's source names them
 # Packing slices into partitions (partition_packing.py): Spark's spark.sql.files.maxPartitionBytes, and
 # what one more slice costs a task in bytes the reader could have read meanwhile (~330 MB/s of 1 KiB
-# entries). A partition asks its bookie for all its slices in one call (packed_read.py): ~17 us a 1-entry
-# slice, the bookie's work and the task's (10,000 read in 0.17 s from one bookie in one process), ~6 KB,
-# hence 8 KiB; read alone, a slice costs ~1.3 ms (its own call). Spark's 4 MiB is for opening a file.
+# entries). A partition asks its bookie for all its slices in one call (packed_read.py): ~11 us a 1-entry
+# slice, the bookie's work and the task's (10,000 in one call: ~86 ms of the bookie's CPU, ~28 ms of the
+# task's), ~4 KB, hence 4 KiB; read alone, a slice costs ~1.3 ms (its own call). Spark's 4 MiB is for
+# opening a file.
 MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
-OPEN_COST_IN_BYTES = 8 * 1024
+OPEN_COST_IN_BYTES = 4 * 1024
 # table=ledgers / fragments: ledgers whose metadata one task reads (pipelined): enough to amortize a task's
 # start, few enough that many ledgers spread over every core (and no task holds many rows).
 LEDGERS_PER_PARTITION = 5000

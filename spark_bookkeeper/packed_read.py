@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -179,29 +179,33 @@ def _rows(m: _Message, keep: np.ndarray, rows: Rows) -> pa.RecordBatch:
 
 def read_share(share: SliceColumns, bookie: str, clients, password: bytes, rows: Rows,
                max_entry_size: int = 1 << 30) -> ShareRead:
-    """Ask ``bookie`` for every slice of ``share`` in one call and sort out what came (``ShareRead``)."""
+    """Ask ``bookie`` for every slice of ``share`` in one call and sort out what came (``ShareRead``). Each
+    message is checked as it comes, while the bookie reads the next one."""
     client = clients.bookie_client(bookie)
     if not isinstance(client, BookieClient):
         return ShareRead()
-    blobs, covered = [], 0
-    try:
-        for message in client.read_entries_of_ledgers(share_ranges(share), clients.conf.readBatchBytes):
-            if message.status != status.EOK:
-                log.warning("read of %d slices from %s: %s %s; reading them one by one", len(share), bookie,
-                            status.name_of(message.status), message.message)
-                break
-            blobs.append(message.entries)
-            covered = message.rangesCovered
-    except Exception as exc:  # a bookie that cannot serve: each slice is read on its own, from the others
-        log.warning("read of %d slices from %s failed (%s); reading them one by one", len(share), bookie, exc)
-    result = sort_share(share, blobs, password, rows, max_entry_size, bookie)
-    result.covered = covered
+    covered = [0]
+
+    def blobs() -> Iterator[bytes]:
+        try:
+            for message in client.read_entries_of_ledgers(share_ranges(share), clients.conf.readBatchBytes):
+                if message.status != status.EOK:
+                    log.warning("read of %d slices from %s: %s %s; reading them one by one", len(share), bookie,
+                                status.name_of(message.status), message.message)
+                    return
+                covered[0] = message.rangesCovered
+                yield message.entries
+        except Exception as exc:  # a bookie that cannot serve: each slice is read on its own, from the others
+            log.warning("read of %d slices from %s failed (%s); reading them one by one", len(share), bookie, exc)
+    result = sort_share(share, blobs(), password, rows, max_entry_size, bookie)
+    result.covered = covered[0]
     return result
 
 
-def sort_share(share: SliceColumns, blobs: list[bytes], password: bytes, rows: Rows, max_entry_size: int = 1 << 30,
+def sort_share(share: SliceColumns, blobs: Iterable[bytes], password: bytes, rows: Rows, max_entry_size: int = 1 << 30,
                bookie: str = "the bookie") -> ShareRead:
-    """What the answer messages ``blobs`` hold for each slice: the complete slices' rows, the others' parts."""
+    """What the answer messages ``blobs`` hold for each slice: the complete slices' rows, the others' parts.
+    Each message is checked as ``blobs`` gives it."""
     result = ShareRead()
     asked = _Asked(share)
     messages = [m for m in (_checked(blob, share, asked, password, max_entry_size, bookie) for blob in blobs)

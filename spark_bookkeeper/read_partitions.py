@@ -83,7 +83,7 @@ def fragment_member_partition(ledger, ensemble, member, first, last, write_quoru
 # a row per slice: (kind index, scope id, ledger id, first, last, member, segment or -1).
 SliceKind = tuple
 SliceRow = tuple
-_ROW = 7
+ROW = 7  # numbers a slice row holds
 
 
 class SliceKinds:
@@ -137,7 +137,7 @@ class SliceColumns:
 class PackedPartition(InputPartition):
     """Slices (each read and read around exactly as a FragmentMemberPartition on its own) that one bookie
     serves, read in turn by one task over one set of connections. Held as a table of numbers (``table``:
-    one row per slice, _ROW columns) over shared kinds (``kinds`` may hold more than the rows use: the plan's,
+    one row per slice, ROW columns) over shared kinds (``kinds`` may hold more than the rows use: the plan's,
     shared by its partitions), and sent to the task as that table's bytes and the kinds its rows use
     (``__reduce__``). The task reads the share as ``columns()`` and makes a slice object (``slice``) only for
     a slice the bookie did not serve whole."""
@@ -145,7 +145,7 @@ class PackedPartition(InputPartition):
     def __init__(self, kinds: list[SliceKind], rows):
         super().__init__(None)
         self.kinds = kinds
-        self.table = np.asarray(rows, dtype=np.int64).reshape(-1, _ROW)
+        self.table = np.asarray(rows, dtype=np.int64).reshape(-1, ROW)
 
     @classmethod
     def of(cls, slices) -> "PackedPartition":

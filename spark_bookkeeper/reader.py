@@ -36,6 +36,7 @@ least COALESCE_ROWS rows (a batch costs Spark far more than a row).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.packed_read import Prefetched, ShareRead, entries_in, read_share
 from spark_bookkeeper.partition_packing import Piece, pack
-from spark_bookkeeper.read_partitions import (FragmentMemberPartition, PackedPartition, SliceKinds,
+from spark_bookkeeper.read_partitions import (ROW, FragmentMemberPartition, PackedPartition, SliceKinds,
                                              fragment_member_partition, stride_of)
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,8 @@ def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", o
             for member, lo, hi in shares:
                 rows.append((k, *head, lo, hi, member, segment))
                 pieces.append(Piece(ensemble[member], int(entries_in(lo, hi, member, stride) * size), apart))
-    return [PackedPartition(kinds.kinds, [rows[i] for i in group])
+    table = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * ROW).reshape(-1, ROW)
+    return [PackedPartition(kinds.kinds, table[group])
             for group in pack(pieces, opts.max_bytes_per_partition, opts.open_cost_in_bytes)]
 
 
