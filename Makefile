@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo bench clean proto
+.PHONY: test test-unit demo bench clean proto reference
 
 # (Re)install when the venv is missing or setup.py changed.
 $(STAMP): setup.py
@@ -47,3 +47,7 @@ proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. bookie/proto/bookkeeper.proto
 	$(PY) -m grpc_tools.protoc -I . --python_out=. bookie/proto/data_formats.proto
 	$(PY) -m grpc_tools.protoc -I . --python_out=. bookie/proto/bookkeeper_protocol.proto
+
+# Render docs/reference/ (configuration keys, bk commands, Spark options) from the code (a test fails when it is stale).
+reference: $(STAMP)
+	$(PY) docs/generate_reference.py

@@ -15,12 +15,51 @@ from bookie.meta.log_metadata import LogRetention
 from bookie.meta.service_uri import MetadataServiceUri
 from bookie.proto.checksum import DigestType
 
-READ_OPTIONS = ["metadataServiceUri", "log", "ledgers", "scope", "password", "digest", "startEntry", "endEntry",
-                "maxEntriesPerPartition", "maxBytesPerPartition", "openCostInBytes", "recover", "table", "zkConnectTimeout", "maxEntriesPerTrigger",
-                "filterPushdown", "startingOffsets", "failOnDataLoss", "ledgersPerPartition"]
-WRITE_OPTIONS = ["metadataServiceUri", "log", "ensembleSize", "writeQuorum", "ackQuorum", "digest", "password",
-                 "zkConnectTimeout", "writerId", "batchId", "checkpointLocation", "path", "retentionSegments",
-                 "retentionMs"]
+# Every option, with one line of meaning (docs/reference/spark_options.md is rendered from these).
+READ_OPTIONS = {
+    "metadataServiceUri": "the cluster, e.g. zk://zk1:2181;zk2:2181/ledgers (required)",
+    "log": "read a log: its ledgers in order; adds the columns log and segment",
+    "ledgers": "read these ledgers: ids or qualified names, comma separated",
+    "scope": "read every ledger of this scope (0: the ledgers without a scope)",
+    "password": "the ledgers' password (default empty)",
+    "digest": "the digest type the ledgers must have (crc32, crc32c, mac, dummy): checked, not guessed",
+    "startEntry": "the first entry id read of each ledger (default 0)",
+    "endEntry": "the last entry id read of each ledger (default: its last readable entry)",
+    "maxEntriesPerPartition": "entries of one fragment per partition at most: big fragments are split (default "
+                              "100000)",
+    "maxBytesPerPartition": "estimated bytes a partition packs of the slices one bookie serves (default "
+                            "134217728, Spark's spark.sql.files.maxPartitionBytes); 1: a partition per slice",
+    "openCostInBytes": "what one more slice costs a partition, in bytes (default 4096: ~11 us of the bookie's and "
+                       "the task's work within the partition's one call)",
+    "recover": "true: recover (fence, close) open ledgers first; default: read open ledgers up to their LAC "
+               "without disturbing their writer",
+    "table": "metadata instead of entries: ledgers, fragments, bookies, underreplicated; entrylogs, "
+             "bookie_ledgers: what each bookie reports",
+    "zkConnectTimeout": "seconds to wait for ZooKeeper (default 10)",
+    "maxEntriesPerTrigger": "streaming: entries per micro-batch (also with Trigger.AvailableNow)",
+    "filterPushdown": "true: filters on ledger_id (=, IN) and entry_id (comparisons) narrow what is read; needs "
+                      "spark.sql.python.filterPushdown.enabled=true",
+    "startingOffsets": "streaming a log: where to start, earliest, latest or {\"segment\": s, \"entry\": e} "
+                       "(Kafka's meaning)",
+    "failOnDataLoss": "streaming a log: fail (true, default) or go on when segments were truncated away",
+    "ledgersPerPartition": "table=ledgers / fragments: ledgers whose metadata one task reads (default 5000)",
+}
+WRITE_OPTIONS = {
+    "metadataServiceUri": "the cluster (required)",
+    "log": "the log the rows are appended to (created if absent); path is the same",
+    "ensembleSize": "bookies per ledger (default 3)",
+    "writeQuorum": "copies of each entry (default 2)",
+    "ackQuorum": "acknowledgements an entry waits for (default 2)",
+    "digest": "digest type of the new ledgers: crc32c (default), crc32, mac, dummy",
+    "password": "password of the new ledgers (default empty)",
+    "zkConnectTimeout": "seconds to wait for ZooKeeper (default 10)",
+    "writerId": "a stable writer id: a replayed batch of the same writer is committed once",
+    "batchId": "with writerId (foreachBatch): the batch's id",
+    "checkpointLocation": "a stream's checkpoint: its writer id is derived from it",
+    "path": "the log, as save(path) gives it",
+    "retentionSegments": "at each commit, truncate the log to its newest this many segments",
+    "retentionMs": "at each commit, truncate away the segments committed more than this many milliseconds ago",
+}
 TABLES = ("ledgers", "fragments", "bookies", "underreplicated", "entrylogs", "bookie_ledgers")
 EARLIEST, LATEST = "earliest", "latest"  # startingOffsets, as Kafka's source names them
 # Packing slices into partitions (partition_packing.py): Spark's spark.sql.files.maxPartitionBytes, and

@@ -23,13 +23,18 @@ def register_top(commands, add_uri_args) -> None:
     audit.set_defaults(run=run_audit)
 
 
-def parse(audit: str, argv: list[str]) -> argparse.Namespace:
+def parser(audit: str) -> argparse.ArgumentParser:
+    """The arguments of ``bk audit <audit>`` (imports Spark's audit module, so only when it runs)."""
     from spark_bookkeeper.audit import cli
-    parser = argparse.ArgumentParser(prog=f"bk audit {audit}", description=AUDITS[audit])
-    parser.add_argument("-u", "--metadata-service-uri", help="zk://host:port/ledgers (default: from --conf)")
-    parser.add_argument("--conf", help="bk_server.conf whose metadataServiceUri names the cluster")
-    cli.add_arguments(parser, audit, with_uri=False)
-    args = parser.parse_args(argv)
+    out = argparse.ArgumentParser(prog=f"bk audit {audit}", description=AUDITS[audit])
+    out.add_argument("-u", "--metadata-service-uri", help="zk://host:port/ledgers (default: from --conf)")
+    out.add_argument("--conf", help="bk_server.conf whose metadataServiceUri names the cluster")
+    cli.add_arguments(out, audit, with_uri=False)
+    return out
+
+
+def parse(audit: str, argv: list[str]) -> argparse.Namespace:
+    args = parser(audit).parse_args(argv)
     if not args.metadata_service_uri and args.conf:
         from bookie.server.conf import ServerConfiguration
         args.metadata_service_uri = ServerConfiguration.load(args.conf, {})["metadataServiceUri"] or None

@@ -47,16 +47,19 @@ def _parse_bookie_id(text: str) -> str:
 
 @dataclass(frozen=True)
 class Option:
+    """One key: how its text is parsed, its default, one line of meaning (docs/reference/ renders them), the
+    kind of value it takes (int, float, bool, str, list, bookieid) and its lowest value where it has one."""
     parse: Callable[[str], Any]
     default: Any
     doc: str
     minimum: float | None = None
+    kind: str = "str"
 
 
 def _o(kind, default, doc, minimum=None) -> Option:
     parse = {"int": int, "float": float, "bool": _parse_bool, "str": str, "list": _parse_list,
              "bookieid": _parse_bookie_id}[kind]
-    return Option(parse, default, doc, minimum)
+    return Option(parse, default, doc, minimum, kind)
 
 
 OPTIONS: dict[str, Option] = {
