@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo bench clean proto reference
+.PHONY: test test-unit demo bench clean proto reference docs
 
 # (Re)install when the venv is missing or setup.py changed.
 $(STAMP): setup.py
@@ -12,6 +12,16 @@ $(STAMP): setup.py
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
+
+# The documentation site's tools (MkDocs, Material), apart from what the tests need.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP) setup.py
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+# The documentation site into site/, strictly: a broken link or anchor fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 test: $(STAMP)
 	$(PY) -m bookie.testing.netns ensure-tools  # nftables for the multi-host tests (as root); else says why they skip
@@ -40,7 +50,7 @@ bench: $(STAMP)
 	$(PY) bench/interop_spark.py  # likewise
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache site
 
 # Regenerate the protobuf/gRPC code from bookie/proto/*.proto (a test fails when it is stale).
 proto: $(STAMP)

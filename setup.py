@@ -31,6 +31,9 @@ setup(
             "nbformat>=5.10,<6",
             "ipykernel>=6.29,<8",
         ],
+        "docs": [
+            "mkdocs-material>=9.5,<10",  # the documentation site (make docs)
+        ],
     },
     entry_points={"console_scripts": ["bk=bookie.cli.main:main"]},
 )
