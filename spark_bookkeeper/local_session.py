@@ -5,7 +5,7 @@ import os
 import sys
 
 # Rows per Arrow batch Spark sends a Python writer (Spark's default is 10,000): ~1 MiB batches of 1 KiB
-# rows cost the JVM less CPU per write (figures: README, Benchmarks, bench/spark_write.py). Reads are
+# rows cost the JVM less CPU per write (figures: docs/benchmark_history.md, bench/spark_write.py). Reads are
 # not affected: the reader hands Spark Arrow batches of its own.
 WRITE_ARROW_BATCH_ROWS = 1024
 

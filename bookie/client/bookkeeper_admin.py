@@ -1,4 +1,4 @@
-"""Manual recovery and decommission (BookKeeper's BookKeeperAdmin; README "When a bookie dies").
+"""Manual recovery and decommission (BookKeeper's BookKeeperAdmin; docs/operations/recovery.md).
 
 ``recover_bookie_data``: for each ledger with a fragment on a lost bookie, take its under-replication
 lock (the one replication workers take, waiting up to ``lock_wait`` seconds while a worker holds it),

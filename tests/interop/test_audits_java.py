@@ -81,7 +81,7 @@ def test_replication_audit_finds_the_short_fragment_and_the_single_bookie_ledger
 
 def test_storage_audit_reports_no_gc_state_per_java_bookie_and_nothing_at_risk(spark, planted, tmp_path):
     result = run_storage_audit(spark, planted.uri, str(tmp_path / "storage"))
-    # Bookies without GC state are a warning in the report, not data at risk: exit 0 (README, exit codes).
+    # Bookies without GC state are a warning in the report, not data at risk: exit 0 (docs/operations/audits.md, exit codes).
     assert (result.at_risk, result.exit_code) == (False, EXIT_OK)
     assert (result.finding("bookie_space").count, result.finding("bookie_space").at_risk) == (3, False)
     assert result.finding("orphans").count == 0 and result.finding("skipped_logs").count == 0

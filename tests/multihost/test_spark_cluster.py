@@ -4,7 +4,7 @@ query run there, with the executors on the worker hosts doing the bookie I/O.
 
 One network, Spark cluster and driver serve the whole module (their start-up is most of its time). Executors
 import the project as installed in the venv (the workers have no PYTHONPATH of this checkout), which is what
-the README asks of a cluster's nodes. Where a row was made, written or read is the address of the host whose
+docs/spark.md asks of a cluster's nodes. Where a row was made, written or read is the address of the host whose
 executor did it (``spark_cluster_job.here``), and the bookies' established connections show who talked to them.
 """
 from __future__ import annotations
