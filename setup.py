@@ -33,6 +33,8 @@ setup(
         ],
         "docs": [
             "mkdocs-material>=9.5,<10",  # the documentation site (make docs)
+            "mkdocstrings[python]>=0.26,<1",  # the public API's docstrings in the guides
+            "pymdown-extensions>=11.0.1,<12",  # 12 and 13 break mkdocstrings' code highlighting
         ],
     },
     entry_points={"console_scripts": ["bk=bookie.cli.main:main"]},

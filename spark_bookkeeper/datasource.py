@@ -1,51 +1,6 @@
-"""The ``bookkeeper`` data source: read ledgers and logs, write logs, inspect metadata.
-
-Name: ``bookkeeper``
-
-Options (read):
-    metadataServiceUri  zk://host:port/ledgers (required)
-    log | ledgers | scope   what to read: a log's ledgers in order, ids or qualified names ("12,13"), or a scope
-    password            the ledgers' password (default empty)
-    digest              expected digest type (checked against the metadata)
-    startEntry, endEntry    entry range of each ledger (default: all up to the last entry / LAC)
-    maxEntriesPerPartition  split big fragments (default 100000)
-    maxBytesPerPartition, openCostInBytes   pack the slices one bookie serves into partitions of about
-                        this many estimated bytes (default 128 MiB), each slice counting openCostInBytes
-                        more (default 8 KiB)
-    recover             true: recover (fence and close) open ledgers first; default: read up to the LAC.
-                        Refused for a streaming read of ledgers (a stream must not fence a live writer)
-    table               ledgers | fragments | bookies | underreplicated: one row per ledger / fragment / bookie
-                        / under-replicated ledger (missing replicas, AutoRecovery's state and reason) instead;
-                        entrylogs | bookie_ledgers: asked of each bookie by the executors (bookie_tables.py),
-                        one row per entry log (usage, compaction candidates) / per ledger on a bookie
-                        (entries listed against the striping, live and deleted bytes); a bookie that does
-                        not answer gives rows with status "unavailable"
-    ledgersPerPartition table=ledgers | fragments: ledgers whose metadata one task reads (default 5000); the
-                        driver lists ids only
-    filterPushdown      true: push filters on ledger_id / entry_id down (needs the Spark conf
-                        spark.sql.python.filterPushdown.enabled=true)
-    maxEntriesPerTrigger    (streaming) entries per micro-batch; Trigger.AvailableNow honours it
-    startingOffsets     (streaming a log) earliest (default) | latest | {"segment": s, "entry": e}
-    failOnDataLoss      (streaming a log) true (default): fail, naming them, when the next segments were
-                        truncated away; false: log them and go on from the first segment left
-Streaming reads tail a log (stream_reader.py) or ledgers, open ones up to their LAC as they grow
-(ledger_stream_reader.py); not a scope.
-Options (write): metadataServiceUri, log, ensembleSize (3), writeQuorum (2), ackQuorum (2), digest (crc32c),
-    password; writerId (+ batchId) name the writer in the log for exactly-once commits (streams derive it
-    from checkpointLocation; foreach_batch_writer sets both); retentionSegments, retentionMs: drop the log's
-    oldest segments at each commit (never the batch being committed)
-
-Schema (read): ``ledger_id long, entry_id long, payload binary`` plus ``log string, segment int`` when a
-log is read. Write: a DataFrame with one ``payload`` column (binary or string).
-
-Example::
-
-    df.write.format("bookkeeper").mode("append") \\
-        .option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers").option("log", "events").save()
-    spark.read.format("bookkeeper").option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers") \\
-        .option("log", "events").load().show()
-    spark.read.format("bookkeeper").option("metadataServiceUri", "zk://127.0.0.1:2181/ledgers") \\
-        .option("table", "entrylogs").load().where("minor_compaction_candidate").show()
+"""The ``bookkeeper`` data source (``BookKeeperDataSource``): read ledgers and logs, write logs, inspect
+metadata. Its options are parsed and checked in spark_bookkeeper/options.py, read by reader.py (batch),
+stream_reader.py (logs) and ledger_stream_reader.py (bare ledgers), written by writer.py.
 """
 from __future__ import annotations
 
@@ -62,6 +17,31 @@ STREAM_ONLY_OPTIONS = ("startingOffsets", "failOnDataLoss", "maxEntriesPerTrigge
 
 
 class BookKeeperDataSource(DataSource):
+    """Read ledgers and logs of a BookKeeper cluster, write logs, inspect its metadata.
+
+    Name: ``bookkeeper``
+
+    Options: ``metadataServiceUri`` (the cluster, required); what to read: ``log`` (a log's ledgers in order),
+    ``ledgers`` (ids or qualified names) or ``scope``; ``table`` reads metadata instead (``ledgers``,
+    ``fragments``, ``bookies``, ``underreplicated``, or what each bookie reports: ``entrylogs``,
+    ``bookie_ledgers``); a write names its ``log`` and the new ledgers' quorums. Every read and write option,
+    with its default, is in the Spark options reference (docs/reference/spark_options.md).
+
+    Schema: a read gives ``ledger_id long, entry_id long, payload binary``, plus ``log string, segment int``
+    when it reads a log; a write takes a DataFrame of one ``payload`` column (binary or string). Streaming
+    reads tail a log, or ledgers (open ones up to their LAC as they grow); streaming writes commit each
+    micro-batch to the log once.
+
+    Example::
+
+        uri = "zk://127.0.0.1:2181/ledgers"
+        df.write.format("bookkeeper").mode("append") \\
+            .option("metadataServiceUri", uri).option("log", "events").save()
+        spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("log", "events").load().show()
+        spark.read.format("bookkeeper").option("metadataServiceUri", uri) \\
+            .option("table", "entrylogs").load().where("minor_compaction_candidate").show()
+    """
+
     @classmethod
     def name(cls) -> str:
         return "bookkeeper"
