@@ -48,11 +48,15 @@ def _default(value: Any) -> str:
 def server_conf_page() -> str:
     lines = [HEADER.format(source="bookie/server/conf.py"), "# `bk_server.conf` keys\n\n",
              "Every key the bookie reads, as BookKeeper names it. A key the bookie does not know is warned about "
-             "and kept; a bad value is refused at start with a message naming the key.\n\n",
-             "| key | type | default | meaning |\n| --- | --- | --- | --- |\n"]
+             "and kept; a bad value is refused at start with a message naming the key. Where this bookie's default "
+             "differs from BookKeeper's (ServerConfiguration, 4.17), BookKeeper's is shown: a journal or ledger "
+             "directory is required here rather than taken under /tmp.\n\n",
+             "| key | type | default | BookKeeper's default, where different | meaning |\n"
+             "| --- | --- | --- | --- | --- |\n"]
     for name, option in OPTIONS.items():
         kind = option.kind + (f", at least {option.minimum:g}" if option.minimum is not None else "")
-        lines.append(f"| `{name}` | {kind} | {_cell(_default(option.default))} | {_cell(option.doc)} |\n")
+        lines.append(f"| `{name}` | {kind} | {_cell(_default(option.default))} | {_cell(option.bookkeeper_default)} "
+                     f"| {_cell(option.doc)} |\n")
     lines.append("\nOlder names still read: " + ", ".join(f"`{old}` (now `{new}`)" for old, new in ALIASES.items())
                  + ".\n")
     return "".join(lines)

@@ -48,18 +48,20 @@ def _parse_bookie_id(text: str) -> str:
 @dataclass(frozen=True)
 class Option:
     """One key: how its text is parsed, its default, one line of meaning (docs/reference/ renders them), the
-    kind of value it takes (int, float, bool, str, list, bookieid) and its lowest value where it has one."""
+    kind of value it takes (int, float, bool, str, list, bookieid), its lowest value where it has one, and
+    BookKeeper's default where it differs from this one (ServerConfiguration, 4.17)."""
     parse: Callable[[str], Any]
     default: Any
     doc: str
     minimum: float | None = None
     kind: str = "str"
+    bookkeeper_default: str | None = None
 
 
-def _o(kind, default, doc, minimum=None) -> Option:
+def _o(kind, default, doc, minimum=None, bookkeeper_default: str | None = None) -> Option:
     parse = {"int": int, "float": float, "bool": _parse_bool, "str": str, "list": _parse_list,
              "bookieid": _parse_bookie_id}[kind]
-    return Option(parse, default, doc, minimum, kind)
+    return Option(parse, default, doc, minimum, kind, bookkeeper_default)
 
 
 OPTIONS: dict[str, Option] = {
@@ -86,8 +88,9 @@ OPTIONS: dict[str, Option] = {
     "zkTimeout": _o("int", 10000, "ZooKeeper session timeout, ms", 1),
     "allowStorageExpansion": _o("bool", False, "allow adding ledger dirs to an existing bookie"),
     # Journal
-    "journalDirectories": _o("list", [], "journal directories (entries go to journal ledgerId mod n)"),
-    "journalDirectory": _o("str", "", "legacy single journal directory"),
+    "journalDirectories": _o("list", [], "journal directories (entries go to journal ledgerId mod n); required "
+                             "(with journalDirectory)", bookkeeper_default="journalDirectory"),
+    "journalDirectory": _o("str", "", "legacy single journal directory", bookkeeper_default="/tmp/bk-txn"),
     "journalMaxSizeMB": _o("int", 2048, "roll a journal file at this size", 1),
     "journalMaxBackups": _o("int", 5, "journal files older than LastLogMark kept", 0),
     "journalPreAllocSizeMB": _o("int", 16, "journal preallocation step", 0),
@@ -103,14 +106,15 @@ OPTIONS: dict[str, Option] = {
     "skipReplayJournalInvalidRecord": _o("bool", False, "replay the verified journal groups after a corrupt one "
                                          "instead of refusing to start (the corrupt group's entries are lost here)"),
     # Ledger storage
-    "ledgerDirectories": _o("list", [], "ledger (entry log) directories"),
+    "ledgerDirectories": _o("list", [], "ledger (entry log) directories; required",
+                            bookkeeper_default="/tmp/bk-data"),
     "indexDirectories": _o("list", [], "index directories; default = ledgerDirectories"),
     "entryLogSizeLimit": _o("int", 1073741824, "roll an entry log at this size (BK: logSizeLimit)", 4096),
-    "writeBufferSizeBytes": _o("int", 1048576, "entry log write buffer", 4096),
+    "writeBufferSizeBytes": _o("int", 1048576, "entry log write buffer", 4096, bookkeeper_default="65536"),
     "flushInterval": _o("int", 10000, "sync thread checkpoint interval, ms", 1),
     "flushEntrylogBytes": _o("int", 1048576, "start writing an entry log to disk every this many bytes, so a "
                              "checkpoint's fsync finds little left and the journal's fsyncs do not queue behind "
-                             "it (0 = at checkpoints and rolls only; BookKeeper's default is 0)", 0),
+                             "it (0 = at checkpoints and rolls only)", 0, bookkeeper_default="0"),
     "entryLogRemoveFromPageCache": _o("bool", True, "this project's key: drop entry-log pages from the page "
                                       "cache once written to disk (each flushEntrylogBytes step, and rotated "
                                       "logs at the checkpoint), so writes reuse pages instead of growing the "
