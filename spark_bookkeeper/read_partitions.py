@@ -108,7 +108,8 @@ class SliceKinds:
 class SliceColumns:
     """Slices of one bookie as columns (row k: slice k): what a task asks the bookie for in one call and sorts
     the answer by, without an object per slice. ``strides`` as ``FragmentMemberPartition.stride``; ``digests``:
-    each slice's DigestType value; ``segments``: -1 where a slice is no log segment."""
+    each slice's DigestType value; ``segments``: -1 where a slice is no log segment. Made by
+    ``PackedPartition.columns``."""
 
     scopes: np.ndarray
     ledgers: np.ndarray
@@ -118,14 +119,6 @@ class SliceColumns:
     strides: np.ndarray
     segments: np.ndarray
     digests: np.ndarray
-
-    @classmethod
-    def of(cls, slices) -> "SliceColumns":
-        """The columns of these FragmentMemberPartitions."""
-        table = np.array([(p.ledger.scope_id, p.ledger.ledger_id, p.first, p.last, p.member, p.stride,
-                           -1 if p.segment is None else p.segment, int(p.digest_type)) for p in slices],
-                         dtype=np.int64).reshape(-1, 8)
-        return cls(*table.T)
 
     def __len__(self) -> int:
         return len(self.ledgers)

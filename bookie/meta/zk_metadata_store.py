@@ -184,14 +184,19 @@ class ZKMetadataStore(MetadataStore):
         return Versioned(metadata, 0)
 
     def read_ledger(self, ledger: LedgerId) -> Versioned[ledger_metadata.LedgerMetadata]:
+        versioned = self._read_answer(ledger, self._get_ledger(ledger), ledger_metadata.parse)
+        if versioned is None:
+            raise BKNoSuchLedgerExistsOnMetadataServerException(
+                f"ledger {ledger} does not exist ({self.ledger_path(ledger)})")
+        return versioned
+
+    def _get_ledger(self, ledger: LedgerId):
+        """The ledger znode's (data, stat), sent again after a lost connection (``_retrying``); or the error."""
         path = self.ledger_path(ledger)
         try:
-            data, stat = self._retrying(f"read of ledger {ledger}", lambda: self.zk.get(path))
-        except NoNodeError:
-            raise BKNoSuchLedgerExistsOnMetadataServerException(f"ledger {ledger} does not exist ({path})") from None
+            return self._retrying(f"read of ledger {ledger}", lambda: self.zk.get(path))
         except KazooException as exc:
-            raise self._zk_error(f"read of ledger {ledger}", exc) from None
-        return Versioned(self._parse(ledger, data), stat.version)
+            return exc
 
     def read_ledgers(self, ledgers: Iterable[LedgerId], window: int = READ_WINDOW
                      ) -> Iterator[tuple[LedgerId, Versioned[ledger_metadata.LedgerMetadata] | None]]:
@@ -219,11 +224,7 @@ class ZKMetadataStore(MetadataStore):
 
     def _read_answer(self, ledger: LedgerId, answer, parse: Callable[[bytes], T]) -> Versioned[T] | None:
         if isinstance(answer, LOST_CONNECTION):
-            path = self.ledger_path(ledger)
-            try:
-                answer = self._retrying(f"read of ledger {ledger}", lambda: self.zk.get(path))
-            except KazooException as exc:
-                answer = exc
+            answer = self._get_ledger(ledger)
         if isinstance(answer, NoNodeError):
             return None
         if isinstance(answer, Exception):
@@ -232,7 +233,7 @@ class ZKMetadataStore(MetadataStore):
         return Versioned(self._parse(ledger, data, parse), stat.version)
 
     @staticmethod
-    def _parse(ledger: LedgerId, data: bytes, parse: Callable[[bytes], T] = ledger_metadata.parse) -> T:
+    def _parse(ledger: LedgerId, data: bytes, parse: Callable[[bytes], T]) -> T:
         try:
             return parse(data)
         except Exception as exc:  # protobuf decode errors have no common base
@@ -291,7 +292,7 @@ class ZKMetadataStore(MetadataStore):
         def on_change(data, stat, event=None):
             if stopped.is_set():
                 return False
-            callback(None if data is None else Versioned(self._parse(ledger, data), stat.version))
+            callback(None if data is None else Versioned(self._parse(ledger, data, ledger_metadata.parse), stat.version))
             return data is not None
 
         self.zk.DataWatch(self.ledger_path(ledger), on_change)

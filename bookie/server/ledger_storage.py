@@ -247,7 +247,7 @@ class InterleavedLedgerStorage:
                 elif (last - first) // stride < SCALAR_WINDOW:
                     several.append((k, ledger, first, last, stride, self._locate_few(ledger, first, last, stride)))
         for (k, ledger, entry_id), framed in zip(singles, self.entry_logger.read_framed_many(single_locs)):
-            if framed is not None and _holds(framed, ledger, entry_id):
+            if framed is not None and _holds(framed, entry_format.FRAME_LEN, ledger, entry_id):
                 out[k] = [framed]  # else None: read alone, it says what is wrong
         for k, ledger, first, last, stride, locs in several:
             parts: list = []
@@ -446,22 +446,24 @@ def _first_wanted(entry_id: int, step: int, offset: int) -> int:
     return entry_id + (offset - entry_id) % step if step > 1 else entry_id
 
 
-def _holds(framed: bytes, ledger: LedgerId, entry_id: int) -> bool:
-    """Whether the framed record is entry ``entry_id`` of ``ledger`` (False also for an unreadable header)."""
+def _holds(buf, offset: int, ledger: LedgerId, entry_id: int) -> bool:
+    """Whether the record at ``offset`` is entry ``entry_id`` of ``ledger`` (False also for an unreadable header)."""
     try:
-        scope, lid, eid, _ = entry_format.peek_ids(framed, entry_format.FRAME_LEN)
+        scope, lid, eid, _ = entry_format.peek_ids(buf, offset)
     except (IndexError, struct.error):
         return False
     return eid == entry_id and lid == ledger.ledger_id and scope == ledger.scope_id
 
 
 def _check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:
+    """EntryCorruptedException, saying what is there instead, unless the record at ``offset`` ``_holds`` the entry."""
+    if _holds(buf, offset, ledger, entry_id):
+        return
     try:
         scope, lid, eid, _ = entry_format.peek_ids(buf, offset)
     except (IndexError, struct.error) as exc:  # a record too short for a header
         raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: unreadable header ({exc})") from None
-    if (scope, lid) != ledger or eid != entry_id:
-        raise EntryCorruptedException(
-            f"ledger {ledger} entry {entry_id}: location {loc >> 32:x}:{loc & _OFFSET_MASK} holds ledger "
-            f"{LedgerId(scope, lid)} entry {eid} (corrupt entry log or index)")
+    raise EntryCorruptedException(
+        f"ledger {ledger} entry {entry_id}: location {loc >> 32:x}:{loc & _OFFSET_MASK} holds ledger "
+        f"{LedgerId(scope, lid)} entry {eid} (corrupt entry log or index)")
 

@@ -15,7 +15,7 @@ from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.proto.checksum import DigestManager, DigestType
 from spark_bookkeeper.packed_read import expected_entries, slice_entries, sort_share
-from spark_bookkeeper.read_partitions import FragmentMemberPartition, SliceColumns
+from spark_bookkeeper.read_partitions import FragmentMemberPartition, PackedPartition
 
 PASSWORD = b"pw"
 ENSEMBLE = ("a:1", "b:1", "c:1")
@@ -84,11 +84,11 @@ def answers(draw):
 @given(answers())
 def test_each_slice_gets_what_came_for_it_once_and_complete_slices_need_nothing_more(answer):
     slices, messages, good = answer
-    share = sort_share(SliceColumns.of(slices), messages, PASSWORD, _rows)
+    share = sort_share(PackedPartition.of(slices).columns(), messages, PASSWORD, _rows)
     wanted = {i: {e for e in range(p.first, p.last + 1) if not p.striped or e % 3 == p.member}
               for i, p in enumerate(slices)}
     assert all(len(wanted[i]) == slice_entries(p) for i, p in enumerate(slices))
-    assert expected_entries(SliceColumns.of(slices)).tolist() == [len(wanted[i]) for i in range(len(slices))]
+    assert expected_entries(PackedPartition.of(slices).columns()).tolist() == [len(wanted[i]) for i in range(len(slices))]
     came = {i: {e for j, e in good if j == i} for i in wanted}
     assert share.complete == {i for i in wanted if came[i] == wanted[i]}
     rows = pa.Table.from_batches(share.batches, schema=_rows(*([np.zeros(0, np.int64)] * 2), np.zeros(1, np.int32),
@@ -110,7 +110,7 @@ def test_an_unreadable_message_gives_nothing_and_the_rest_still_counts():
     slices = [FragmentMemberPartition(ledger, ENSEMBLE, 0, 0, 1, write_quorum=3, digest_type=DigestType.CRC32C,
                                       services={}, striped=False)]
     good = _frame(ledger, DigestType.CRC32C, 0, 10) + _frame(ledger, DigestType.CRC32C, 1, 10)
-    share = sort_share(SliceColumns.of(slices), [good[:-3], good], PASSWORD, _rows)
+    share = sort_share(PackedPartition.of(slices).columns(), [good[:-3], good], PASSWORD, _rows)
     assert share.complete == {0} and sum(b.num_rows for b in share.batches) == 2
 
 
@@ -123,7 +123,7 @@ def test_a_frame_too_short_for_its_digest_is_bad_not_read_past(digest):
                                       striped=False)]
     header = _frame(ledger, digest, 1, 10)[4:4 + entry_format.V1_HEADER_LEN]
     cut = entry_format.FRAME.pack(len(header)) + header
-    share = sort_share(SliceColumns.of(slices), [_frame(ledger, digest, 0, 10) + cut], PASSWORD, _rows)
+    share = sort_share(PackedPartition.of(slices).columns(), [_frame(ledger, digest, 0, 10) + cut], PASSWORD, _rows)
     assert share.complete == set() and share.partial[0].ids.tolist() == [0]
 
 
