@@ -34,6 +34,8 @@ test-unit: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m spark_bookkeeper.demo
 
+# Every bench records its figures in bench/results/<run>/ (one run: BENCH_RUN); docs/benchmarks.md is rendered from them.
+bench: export BENCH_RUN := $(shell date -u +%Y-%m-%dT%H%M%SZ)-$(shell git rev-parse --short HEAD 2>/dev/null)
 bench: $(STAMP)
 	$(PY) bench/journal.py
 	$(PY) bench/bookie_add.py
@@ -48,6 +50,7 @@ bench: $(STAMP)
 	$(PY) bench/multihost.py  # says why it is skipped where network namespaces cannot be made
 	$(PY) bench/interop.py  # says why it is skipped where no real BookKeeper is found
 	$(PY) bench/interop_spark.py  # likewise
+	$(PY) bench/render_results.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache site

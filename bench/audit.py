@@ -28,6 +28,7 @@ from bookie.client import BookKeeper
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 
+from results import Figure, record
 from spark_common import best_of_each
 
 ENTRIES = 4  # per ledger
@@ -59,6 +60,14 @@ def forced_pass(bk: BookKeeper, bookie: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"GC pass {target} of {bookie} did not end within 600 s")
         time.sleep(0.05)
+
+
+def figures(best: dict[str, float]) -> list[Figure]:
+    """The audit, and the tables it reads besides ``ledgers`` each read alone, next to the ledgers table."""
+    table = "ledgers table read alone"
+    return [Figure("storage audit", best["audit"], "s", baseline=table, baseline_value=best["table"], target="<= 3"),
+            *(Figure(f"{name} table read alone", best[name], "s", baseline=table, baseline_value=best["table"])
+              for name in ("entrylogs", "bookie_ledgers"))]
 
 
 def main() -> None:
@@ -111,6 +120,8 @@ def main() -> None:
     print(f"  (read alone through format(\"bookkeeper\"), each reading all the metadata again: entrylogs "
           f"{best['entrylogs']:.1f} s, bookie_ledgers {best['bookie_ledgers']:.1f} s; the audit reads it once)")
     print("  findings of the last run: " + "; ".join(f"{f.kind} {f.count}" for f in last.findings))
+    record("audit", figures(best), notes=[f"{args.ledgers:,} ledgers, 3 bookies, local[2], best of {args.runs}",
+                                          "storage audit: its tables and report written"])
 
 
 if __name__ == "__main__":

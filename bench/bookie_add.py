@@ -29,6 +29,8 @@ from bookie.proto.checksum import DigestManager, generate_master_key
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.util.processes import free_ports, stop_process, wait_for_port
 
+from results import Figure, record
+
 BATCH = 256
 ENTRY = 1024
 KEY = generate_master_key(b"bench")
@@ -64,6 +66,23 @@ def run_client(address: str, ledger: LedgerId, seconds: float, in_flight: int) -
         client.close()
     latencies.sort()
     return acked * BATCH / elapsed, latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+
+
+def figures(med: dict[str, list[float]]) -> list[Figure]:
+    """The figures of ``med``: per servicer, the medians of (entries/s, batch p50 ms, batch p99 ms)."""
+    bookie, p50, p99 = med["bookie"]
+    journal, journal_p50, journal_p99 = med["journal"]
+    bare = med["bare"][0]
+    bare_name, journal_name = "bare servicer (acks only)", "journal-only servicer"
+    return [Figure("bookie", bookie, "entries/s", target=">= 120000"),
+            Figure("bookie vs bare servicer", bookie, "entries/s", baseline=bare_name, baseline_value=bare,
+                   target=">= 0.6"),
+            Figure("bookie vs journal-only servicer", bookie, "entries/s", baseline=journal_name,
+                   baseline_value=journal),
+            Figure("journal-only vs bare servicer", journal, "entries/s", baseline=bare_name, baseline_value=bare),
+            # Latency next to the journal-only servicer's: what the bookie adds to an fsync before the ack.
+            Figure("bookie batch p50", p50, "ms", baseline=f"{journal_name} batch p50", baseline_value=journal_p50),
+            Figure("bookie batch p99", p99, "ms", baseline=f"{journal_name} batch p99", baseline_value=journal_p99)]
 
 
 def main() -> None:
@@ -107,6 +126,8 @@ def main() -> None:
     print(f"  bookie (journal + storage): {med['bookie'][0]:10,.0f} entries/s  p50 {med['bookie'][1]:5.1f} ms  p99 {med['bookie'][2]:5.1f} ms")
     print(f"  ratio bookie/bare         : {med['bookie'][0] / med['bare'][0]:10.2f}   (targets: >= 120,000 entries/s, >= 0.6)")
     print(f"  ratio bookie/journal-only : {med['bookie'][0] / med['journal'][0]:10.2f}")
+    record("bookie_add", figures(med), notes=[f"1 KiB entries, {BATCH} per message, {args.in_flight} in flight, "
+                                              f"fsync on, median of {args.rounds} rounds"])
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from bookie.client import BookKeeper
 from bookie.client import benchmark
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 
+from results import Figure, record
+
 
 def zookeeper_as_a_log(hosts: str, seconds: float, entry_size: int = 1024, window: int = 256) -> float:
     """1 KiB sequential znodes created asynchronously, ``window`` in flight: znodes/s."""
@@ -64,12 +66,13 @@ def main() -> None:
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="bk-bench-client-", dir=os.environ.get("BENCH_DIR"))
     try:
-        run(args, base)
+        measured = run(args, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    record("client", measured, notes=["3 bookies + client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on"])
 
 
-def run(args, base: str) -> None:
+def run(args, base: str) -> list[Figure]:
     with LocalBookKeeper(3, base_dir=base) as cluster, bare_pipeline.bare_servicers(base) as bare_addresses:
         with BookKeeper(cluster.metadata_service_uri) as bk:
             benchmark.write_throughput(bk, 1.0, 1024, 3, 3, 2, 10000)  # warm-up: connections, caches
@@ -84,15 +87,16 @@ def run(args, base: str) -> None:
             entries, size, read_s = benchmark.read_throughput(bk, write.ledger_ids[0])
         zk_rate = zookeeper_as_a_log(cluster.zookeeper.connect_string, args.seconds)
     read_rate = entries / read_s
+    write_us, batch_us = write_cpu / write.entries * 1e6, batch_cpu / batched.entries * 1e6
     print("client bench (3 bookies + client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on):")
     print(f"  ZooKeeper as a log (async creates)     : {zk_rate:10,.0f} entries/s")
     print(f"  append_async, 1 per call, 10,000 pending: {write.rate:9,.0f} entries/s  "
           f"{write.rate / batched.rate:.2f} of append_batch (target >= 0.6)  "
-          f"CPU {write_cpu / write.entries * 1e6:.1f} us/entry  p50 {write.percentile(50):.1f} ms "
+          f"CPU {write_us:.1f} us/entry  p50 {write.percentile(50):.1f} ms "
           f"p99 {write.percentile(99):.1f} ms  ({write.rate / zk_rate:.0f}x ZooKeeper)")
     print(f"  append_batch (256 x 16)                : {batched.rate:10,.0f} entries/s  "
           f"{batched.rate / bare.rate:.2f} of the bare pipeline (target >= 0.9)  "
-          f"CPU {batch_cpu / batched.entries * 1e6:.1f} us/entry  batch p50 {batched.percentile(50):.1f} ms "
+          f"CPU {batch_us:.1f} us/entry  batch p50 {batched.percentile(50):.1f} ms "
           f"p99 {batched.percentile(99):.1f} ms")
     print(f"  bare pipeline (pre-framed 256 x 16, 3 journal-only servicers): {bare.rate:10,.0f} entries/s  "
           f"CPU {bare.cpu_us_per_entry:.1f} us/entry")
@@ -102,6 +106,29 @@ def run(args, base: str) -> None:
           f"p99 {latency.percentile(99):6.2f} ms  (target p50 <= 2 ms)")
     print(f"  read of the closed ledger              : {read_rate:10,.0f} entries/s  ({size / read_s / 1e6:.0f} MB/s; "
           f"target >= 200,000: {'met' if read_rate >= 200_000 else 'MISSED'})")
+    return figures(write, batched, bare, bare_large, latency, read_rate, zk_rate, write_us, batch_us)
+
+
+def figures(write: benchmark.WriteResult, batched: benchmark.WriteResult, bare: bare_pipeline.PipelineResult,
+            bare_large: bare_pipeline.PipelineResult, latency: benchmark.WriteResult, read_rate: float,
+            zk_rate: float, write_us: float, batch_us: float) -> list[Figure]:
+    """The printed figures, each next to its baseline (``*_us``: the client's CPU per entry, µs)."""
+    batch_name, bare_name = "append_batch (256 x 16)", "bare pipeline (pre-framed 256 x 16)"
+    bare_cpu = f"{bare_name} CPU per entry"
+    return [Figure("append_async vs append_batch", write.rate, "entries/s", baseline=batch_name,
+                   baseline_value=batched.rate, target=">= 0.6"),
+            Figure("append_batch vs bare pipeline", batched.rate, "entries/s", baseline=bare_name,
+                   baseline_value=bare.rate, target=">= 0.9"),
+            Figure("append_batch vs bare pipeline 1,024 x 4", batched.rate, "entries/s",
+                   baseline="bare pipeline (pre-framed 1,024 x 4)", baseline_value=bare_large.rate),
+            Figure("append_async vs ZooKeeper as a log", write.rate, "entries/s",
+                   baseline="ZooKeeper as a log (async creates)", baseline_value=zk_rate),
+            Figure("append_async CPU per entry", write_us, "us/entry", baseline=bare_cpu,
+                   baseline_value=bare.cpu_us_per_entry),
+            Figure("append_batch CPU per entry", batch_us, "us/entry", baseline=bare_cpu,
+                   baseline_value=bare.cpu_us_per_entry),
+            Figure("single append p50", latency.percentile(50), "ms", target="<= 2"),
+            Figure("read closed ledger", read_rate, "entries/s", target=">= 200000")]
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ from bookie.proto import bookkeeper_pb2 as pb
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.testing.zookeeper_server import received_requests
 
+from results import Figure, record
+
 ENTRIES = 4  # per ledger
 ENTRY = 100  # bytes
 # No pass but the forced ones; the index flushed every second, so the ledgers are on disk by the pass
@@ -90,6 +92,19 @@ def forced_pass(bk: BookKeeper, bookie: str, zk_port: int) -> tuple[pb.GarbageCo
     return state, received_requests(zk_port) - before
 
 
+def figures(passes: dict[bool, tuple[pb.GarbageCollectionResponse, int]], listing_ms: float,
+            listing_requests: int) -> list[Figure]:
+    """Each pass's ZooKeeper requests and time, by verifyMetadataOnGC, next to the bare listing's."""
+    out: list[Figure] = []
+    for verify, (state, requests) in passes.items():
+        setting = f"verifyMetadataOnGC={str(verify).lower()}"
+        out += [Figure(f"GC pass requests, {setting}", requests, "requests", baseline="bare kazoo listing",
+                       baseline_value=listing_requests),
+                Figure(f"GC pass time, {setting}", state.lastPassDurationMs, "ms", baseline="bare kazoo listing",
+                       baseline_value=listing_ms)]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ledgers", type=int, default=10_000)
@@ -114,9 +129,8 @@ def main() -> None:
                 deleted = time.perf_counter() - start
                 print(f"setup: {len(ids):,} ledgers ({ENTRIES} x {ENTRY} B, E=WQ=AQ=2 on 2 bookies) written in "
                       f"{written:.1f} s with {args.threads} threads; {len(ids[1::2]):,} deleted in {deleted:.1f} s")
-                passes = {}
-                for bookie in cluster.bookies:
-                    passes[bookie.bookie_id] = forced_pass(bk, bookie.bookie_id, zk_port)
+                passes = {verify: forced_pass(bk, bookie.bookie_id, zk_port)
+                          for bookie, verify in zip(cluster.bookies, (False, True))}
                 before = received_requests(zk_port)
                 start = time.perf_counter()
                 zk.sync(cluster.root)
@@ -128,8 +142,7 @@ def main() -> None:
                 zk.close()
         print(f"bare kazoo listing: sync + {calls} get_children ({ranges} leaf ranges, {listed:,} ledgers): "
               f"{listing * 1000:8.1f} ms, {listing_requests} ZooKeeper requests")
-        for bookie, verify in zip(cluster.bookies, (False, True)):
-            state, requests = passes[bookie.bookie_id]
+        for verify, (state, requests) in passes.items():
             ms = state.lastPassDurationMs
             print(f"GC pass, verifyMetadataOnGC={str(verify).lower():5}: {ms:8.1f} ms, {requests} ZooKeeper requests"
                   f" ({state.ledgersDeleted:,} ledgers deleted); ratio pass/listing {ms / (listing * 1000):.1f}")
@@ -139,6 +152,9 @@ def main() -> None:
     finally:
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
+    record("gc", figures(passes, listing * 1000, listing_requests),
+           notes=[f"{len(ids):,} ledgers ({ENTRIES} x {ENTRY} B, E=WQ=AQ=2 on 2 bookies), {len(ids[1::2]):,} deleted",
+                  "ZooKeeper requests include session pings"])
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import pathlib
 import shutil
 import tempfile
 from dataclasses import dataclass
+from typing import Iterator
 
 from bookie.client import BookKeeper
 from bookie.client import benchmark
@@ -49,6 +50,7 @@ from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.testing.realbk import SKIP_REASON, RealBookKeeper, find_realbk
 from bookie.testing.zookeeper_server import ZooKeeperServer
+from results import Figure, record, record_skipped
 
 ENTRY_SIZE = 1024
 ENSEMBLE, WRITE_QUORUM, ACK_QUORUM = 3, 3, 2
@@ -135,11 +137,16 @@ def main() -> None:
     home = find_realbk()
     if home is None:
         print(f"interop bench skipped: {SKIP_REASON}")
+        record_skipped("interop", SKIP_REASON)
         return
     base = tempfile.mkdtemp(prefix="bk-bench-interop-", dir=os.environ.get("BENCH_DIR"))
     try:
-        print(f"real BookKeeper: {bookkeeper_version(home)} at {home}")
-        report(run(args, base, [k for k in CONTENDERS if k in set(args.only or CONTENDERS)]), args)
+        version = bookkeeper_version(home)
+        print(f"real BookKeeper: {version} at {home}")
+        results = run(args, base, [k for k in CONTENDERS if k in set(args.only or CONTENDERS)])
+        report(results, args)
+        record("interop", figures(results), notes=[f"BookKeeper {version}; {conditions(args)}"]
+               + [f"({key}) no figures: {result}" for key, result in results.items() if isinstance(result, str)])
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -204,10 +211,14 @@ def _cell(value: float | None, unit: str = "") -> str:
     return f"{'-':>11s}" if value is None else (f"{value:8.2f}{unit}" if unit else f"{value:11,.0f}")
 
 
+def conditions(args) -> str:
+    return (f"3 bookies + client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on; "
+            f"fresh bookies per contender; {args.seconds:g} s per phase, warm-up {args.warmup:g} s, "
+            f"window {args.window}, batches {BATCH} x {BATCHES_IN_FLIGHT}")
+
+
 def report(results: dict[str, Result | str], args) -> None:
-    print(f"interop bench (3 bookies + client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on; "
-          f"fresh bookies per contender; {args.seconds:g} s per phase, warm-up {args.warmup:g} s, "
-          f"window {args.window}, batches {BATCH} x {BATCHES_IN_FLIGHT}):")
+    print(f"interop bench ({conditions(args)}):")
     print(f"  {'':46s} {'appends/s':>11s} {'batch/s':>11s} {'single p50':>11s} {'reads/s':>11s}")
     for key, label in CONTENDERS.items():
         result = results.get(key)
@@ -220,16 +231,35 @@ def report(results: dict[str, Result | str], args) -> None:
             f = getattr(result, phase)
             print(f"  {label:40s} {phase:5s} {_cell(f.appends_s)} {_cell(f.batch_appends_s)} "
                   f"{_cell(f.single_p50_ms, ' ms')} {_cell(f.read_entries_s)}")
+    for key, base_key, target, phase, f, b in targeted(results):
+        single = (f"; single p50 {f.single_p50_ms / b.single_p50_ms:.2f}x ({base_key})'s"
+                  if f.single_p50_ms is not None and b.single_p50_ms else "")
+        print(f"  ({key})/({base_key}) {phase}: appends {f.appends_s / b.appends_s:.2f}, "
+              f"reads {f.read_entries_s / b.read_entries_s:.2f} (target >= {target}){single}")
+
+
+def targeted(results: dict[str, Result | str]) -> Iterator[tuple[str, str, float, str, Figures, Figures]]:
+    """(contender, baseline contender, target, phase, its figures, the baseline's) of each pair in TARGETS that
+    both have figures, cold then warm."""
     for key, (base_key, target) in TARGETS.items():
         result, baseline = results.get(key), results.get(base_key)
-        if not isinstance(result, Result) or not isinstance(baseline, Result):
-            continue
-        for phase in ("cold", "warm"):
-            f, b = getattr(result, phase), getattr(baseline, phase)
-            single = (f"; single p50 {f.single_p50_ms / b.single_p50_ms:.2f}x ({base_key})'s"
-                      if f.single_p50_ms is not None and b.single_p50_ms else "")
-            print(f"  ({key})/({base_key}) {phase}: appends {f.appends_s / b.appends_s:.2f}, "
-                  f"reads {f.read_entries_s / b.read_entries_s:.2f} (target >= {target}){single}")
+        if isinstance(result, Result) and isinstance(baseline, Result):
+            for phase in ("cold", "warm"):
+                yield key, base_key, target, phase, getattr(result, phase), getattr(baseline, phase)
+
+
+def figure_name(key: str) -> str:
+    """A contender's label as a figure's name: "(c) Java client on our bookies (v3)"."""
+    return " ".join(CONTENDERS[key].split()).replace(" -> ", " on ")
+
+
+def figures(results: dict[str, Result | str]) -> list[Figure]:
+    """Appends/s and reads/s of each targeted pair as results.Figure, the ratio held to the pair's target."""
+    return [Figure(f"{figure_name(key)}, {what}, {phase}", value, "entries/s", baseline=figure_name(base_key),
+                   baseline_value=base_value, target=f">= {target}")
+            for key, base_key, target, phase, f, b in targeted(results)
+            for what, value, base_value in (("appends", f.appends_s, b.appends_s),
+                                            ("reads", f.read_entries_s, b.read_entries_s))]
 
 
 if __name__ == "__main__":

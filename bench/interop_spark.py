@@ -17,6 +17,7 @@ import tempfile
 
 import spark_read
 from interop import ACK_QUORUM, BENCH_BOOKIE_JAVA_OPTS, ENSEMBLE, WRITE_QUORUM, bookkeeper_version
+from results import Figure, record, record_skipped
 from spark_common import PAYLOAD, best_of_each, line, parse_args
 from pyspark import cloudpickle
 from spark_read import MemorySource
@@ -36,6 +37,7 @@ def main() -> None:
     home = find_realbk()
     if home is None:
         print(f"spark interop bench skipped: {SKIP_REASON}")
+        record_skipped("interop_spark", SKIP_REASON)
         return
     base = tempfile.mkdtemp(prefix="bk-bench-interop-spark-", dir=os.environ.get("BENCH_DIR"))
     zookeeper = ZooKeeperServer(os.path.join(base, "zookeeper")).start()
@@ -68,14 +70,20 @@ def main() -> None:
         zookeeper.stop()
         shutil.rmtree(base, ignore_errors=True)
     t_bk, t_mem = best["bk"], best["memory"]
-    print(f"spark read from Java bookies (BookKeeper {bookkeeper_version(home)}; {args.rows:,} rows x 1 KiB written by "
-          f"its Java client, E={ENSEMBLE} WQ={WRITE_QUORUM} AQ={ACK_QUORUM}; local[2], 3 Java bookies on this machine, "
-          f"best of {args.runs}):")
+    conditions = (f"BookKeeper {bookkeeper_version(home)}; {args.rows:,} rows x 1 KiB written by its Java client, "
+                  f"E={ENSEMBLE} WQ={WRITE_QUORUM} AQ={ACK_QUORUM}; local[2], 3 Java bookies on this machine, "
+                  f"best of {args.runs}")
+    print(f"spark read from Java bookies ({conditions}):")
     print(line("Python data source from memory", t_mem, args.rows, "(the API's ceiling)"))
     print(line("bookkeeper from Java bookies", t_bk, args.rows,
                f"({t_mem / t_bk:.2f} of the ceiling; target >= {TARGET})"))
     print(f"  the Java bookies' own CPU per read: {java_cpu:.2f} s ({java_cpu / args.rows * 1e6:.1f} us per entry), "
           f"on the {os.cpu_count()} cores Spark reads with")
+    record("interop_spark", [
+        Figure("bookkeeper read from Java bookies", args.rows / t_bk, "rows/s",
+               baseline="Python data source from memory", baseline_value=args.rows / t_mem, target=f">= {TARGET}"),
+        Figure("Java bookies' CPU per read", java_cpu, "s"),  # no baseline: what bounds the ratio on few cores
+    ], notes=[conditions])
 
 
 def cpu_seconds(pid: int) -> float:

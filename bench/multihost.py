@@ -25,6 +25,7 @@ import tempfile
 from bookie.testing import netns
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.testing.multihost_cluster import MultiHostBookKeeper
+from results import Figure, record, record_skipped
 
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multihost_client.py")
 
@@ -73,6 +74,7 @@ def main() -> int:
     reason = netns.available()
     if reason is not None:
         print(f"multihost: skipped: {reason}")
+        record_skipped("multihost", reason)
         return 0
     local = on_one_host(args.seconds)
     hosts, stall = across_hosts(args.seconds, args.add_timeout)
@@ -81,6 +83,17 @@ def main() -> int:
           f"(p50 {local['p50']:.2f} ms, p99 {local['p99']:.2f} ms): {hosts['rate'] / local['rate']:.2f}")
     print(f"multihost: one ensemble bookie cut off: ensemble changed after {stall['change_s']:.2f} s, longest wait "
           f"for an acknowledgement {stall['gap_s']:.2f} s, vs addEntryTimeout {args.add_timeout:.1f} s")
+    figures = [Figure(name, hosts[key], unit, baseline="one host (loopback)", baseline_value=local[key])
+               for key, name, unit in (("rate", "appends across hosts", "entries/s"),
+                                       ("p50", "append p50 across hosts", "ms"),
+                                       ("p99", "append p99 across hosts", "ms"))]
+    figures += [Figure(name, stall[key], "s", baseline="addEntryTimeout", baseline_value=args.add_timeout)
+                for key, name in (("change_s", "ensemble change after a cut"),
+                                  ("gap_s", "longest wait for an ack after a cut"))]
+    record("multihost", figures, notes=[
+        f"append_async 1 KiB, E=3 WQ=3 AQ=2, 2,000 in flight, {args.seconds:g} s; hosts are network namespaces on a "
+        "bridge, one host is 4 bookies on loopback",
+        "stall: one append at a time, E=WQ=AQ=3, one ensemble bookie's link cut silently in the bridge"])
     return 0
 
 

@@ -40,6 +40,8 @@ from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationMa
 from bookie.replication.replication_worker import ReplicationWorker
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 
+from results import Figure, record
+
 ENTRY = 1024
 E, WQ, AQ = 3, 2, 2
 PASSWORD = b"bench"
@@ -47,16 +49,20 @@ LOST = 0  # index of the SIGKILLed bookie, in the cluster and in every ledger's 
 
 
 @dataclass
-class Figure:
+class Throughput:
     seconds: float = 0.0
     entries: int = 0
     size: int = 0
 
-    def line(self, label: str, baseline: "Figure | None" = None) -> str:
-        text = (f"{label:46} {self.seconds:7.2f} s  {self.entries / self.seconds:9,.0f} entries/s  "
+    @property
+    def rate(self) -> float:
+        return self.entries / self.seconds
+
+    def line(self, label: str, baseline: "Throughput | None" = None) -> str:
+        text = (f"{label:46} {self.seconds:7.2f} s  {self.rate:9,.0f} entries/s  "
                 f"{self.size / self.seconds / 1e6:6.1f} MB/s")
         if baseline is not None:
-            text += f"  ratio {self.entries / self.seconds / (baseline.entries / baseline.seconds):.2f}"
+            text += f"  ratio {self.rate / baseline.rate:.2f}"
         return text
 
 
@@ -79,10 +85,10 @@ def append_timed(bk: BookKeeper, share: list[bytes], quorums: tuple[int, int, in
     return time.perf_counter() - start
 
 
-def baseline(bk: BookKeeper, ids: list[int], survivors: list[str], target: str) -> tuple[Figure, Figure]:
+def baseline(bk: BookKeeper, ids: list[int], survivors: list[str], target: str) -> tuple[Throughput, Throughput]:
     """The lost share read by the client and appended: (same quorums on ``survivors`` + ``target``,
     ``target`` alone)."""
-    same, alone = Figure(), Figure()
+    same, alone = Throughput(), Throughput()
     for ledger_id in ids:
         start = time.perf_counter()
         with bk.open_ledger(ledger_id, PASSWORD, recovery=False) as reader:
@@ -96,10 +102,10 @@ def baseline(bk: BookKeeper, ids: list[int], survivors: list[str], target: str) 
     return same, alone
 
 
-def replicate_fragments(bk: BookKeeper, ids: list[int]) -> Figure:
+def replicate_fragments(bk: BookKeeper, ids: list[int]) -> Throughput:
     """LedgerFragmentReplicator.replicate over every under-replicated fragment; only that is timed."""
     checker, replicator = LedgerChecker(bk), LedgerFragmentReplicator(bk)
-    figure = Figure()
+    figure = Throughput()
     for ledger_id in ids:
         with bk.open_ledger(ledger_id, PASSWORD, recovery=False) as handle:
             fragments = checker.check_ledger(handle)
@@ -132,6 +138,15 @@ def rereplicate_worker(bk: BookKeeper, ids: list[int], lost: str) -> float:
     return elapsed
 
 
+def figures(same: Throughput, alone: Throughput, direct: Throughput, worker: Throughput) -> list[Figure]:
+    """Replicator and worker, each next to both client copies; the target is on the copy of the same quorums."""
+    baselines = ((f"E{E}WQ{WQ}AQ{AQ}", same, ">= 0.5"), ("E1WQ1AQ1", alone, None))
+    return [Figure(f"{name} vs client {quorums}", measured.rate, "entries/s",
+                   baseline=f"client read + append_batch {quorums}", baseline_value=base.rate, target=target)
+            for name, measured in (("LedgerFragmentReplicator", direct), ("ReplicationWorker", worker))
+            for quorums, base, target in baselines]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ledgers", type=int, default=20)
@@ -156,7 +171,7 @@ def main() -> None:
                 ensemble = bk.ledger_metadata(ledger_id).ensembles[0][1]
                 assert b[LOST] not in ensemble and b[3] in ensemble, (ledger_id, ensemble)
         per_ledger = same.entries // len(ids)
-        worker = Figure(worker_s, per_ledger * (len(ids) - half), same.size // len(ids) * (len(ids) - half))
+        worker = Throughput(worker_s, per_ledger * (len(ids) - half), same.size // len(ids) * (len(ids) - half))
         if direct.entries != per_ledger * half:
             raise RuntimeError(f"the replicator copied {direct.entries} entries, the share is {per_ledger * half}")
         direct.size = same.size // len(ids) * half
@@ -165,14 +180,19 @@ def main() -> None:
         print(same.line(f"baseline: client read + append_batch E{E}WQ{WQ}AQ{AQ}"))
         print(alone.line("baseline: client read + append_batch E1WQ1AQ1"))
         print(direct.line(f"LedgerFragmentReplicator, {half} ledgers (vs E{E})", same)
-              + f"  vs E1 {direct.entries / direct.seconds / (alone.entries / alone.seconds):.2f}")
+              + f"  vs E1 {direct.rate / alone.rate:.2f}")
         print(worker.line(f"ReplicationWorker, {len(ids) - half} ledgers (vs E{E})", same)
-              + f"  vs E1 {worker.entries / worker.seconds / (alone.entries / alone.seconds):.2f}")
+              + f"  vs E1 {worker.rate / alone.rate:.2f}")
         print("  (target: ratio >= 0.5. Replicator: copy + metadata CAS, no marking or locking; worker: locking,\n"
               "   opening, checking, copy, CAS and marking replicated included. The baseline reads whole ledgers.)")
     finally:
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
+    record("rereplication", figures(same, alone, direct, worker),
+           notes=[f"{args.ledgers} ledgers x {args.entries:,} entries of {ENTRY} B, E={E} WQ={WQ} AQ={AQ}; "
+                  "the share of SIGKILLed bookie 0 copied to bookie 3",
+                  f"replicator: {half} ledgers (copy + metadata CAS); worker: {len(ids) - half} ledgers (locking to "
+                  "marking replicated)"])
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ from bookie.testing.local_bookkeeper import LocalBookKeeper
 from bookie.testing.zookeeper_server import DEFAULT_HEAP_MB, ZooKeeperServer, received_requests
 from bookie.util.processes import stop_process, tail
 
+from results import Figure, record
 from spark_common import best_of_each
 
 
@@ -87,6 +88,8 @@ SETTINGS = {"zkTimeout": 30000, "gcWaitTime": 3_600_000, "majorCompactionThresho
             "minorCompactionThreshold": 0.0}
 PASSWORD = b""  # the data source's default: the reads need no password option
 TARGETS = {"table": 1.5, "plan": 1.5, "auditor": 2.0, "small": 3.0, "memory": 1.5}
+PEAKS = {"driver_peak": "Python driver", "worker_peak": "largest Python worker (table rows, read plans)",
+         "jvm_peak": "Spark driver JVM"}
 
 
 # -- populating (the main process) --------------------------------------------------------------------------
@@ -482,22 +485,47 @@ def main() -> None:
         cluster.stop()
         zookeeper.stop()
         shutil.rmtree(base, ignore_errors=True)
-    print(f"scale bench: 3 bookies, one ZooKeeper (-Xmx{zk_heap}m), local[2], best of {args.runs} after a warm-up")
+    conditions = f"3 bookies, one ZooKeeper (-Xmx{zk_heap}m), local[2], best of {args.runs} after a warm-up"
     if MILLION in results:
-        print("  1,000,000 ledgers: ran")
+        million = "1,000,000 ledgers: ran"
     elif args.million:
-        print(f"  1,000,000 ledgers: not run: {refusal}")
+        million = f"1,000,000 ledgers: not run: {refusal}"
     else:
-        print("  1,000,000 ledgers: not run (no --million)"
-              + (f"; it could not run here: {refusal}" if refusal else ""))
+        million = ("1,000,000 ledgers: not run (no --million)"
+                   + (f"; it could not run here: {refusal}" if refusal else ""))
+    print(f"scale bench: {conditions}")
+    print(f"  {million}")
     if len(results) > 1:
         low, high = min(results), max(results)
-        labels = {"driver_peak": "Python driver", "worker_peak": "largest Python worker (table rows, read plans)",
-                  "jvm_peak": "Spark driver JVM"}
-        for key, label in labels.items():
+        for key, label in PEAKS.items():
             ratio = results[high][key] / max(1, results[low][key])
             print(f"  peak RSS of the {label} at {high:,} vs {low:,} ledgers: {mb(results[high][key])} vs "
                   f"{mb(results[low][key])}: {verdict(ratio, TARGETS['memory'])}")
+    record_figures(results, notes=[conditions, million])
+
+
+def record_figures(results: dict[int, dict], notes: list[str]) -> None:
+    """The summary as data (bench/results.py): each walk against the bare read of its N, small against one,
+    the peaks at the largest N against those at the smallest."""
+    figures = []
+    for n, result in results.items():
+        f = result["figures"]
+        for key, label in (("table", "table"), ("plan", "plan"), ("auditor", "auditor"), ("audit", "storage audit")):
+            figures.append(Figure(f"{label}, {n:,} ledgers", f[key]["seconds"], "s",
+                                  baseline=f"bare read, {n:,} ledgers", baseline_value=f["bare"]["seconds"],
+                                  target=f"<= {TARGETS[key]}" if key in TARGETS else None))
+        if "small" in f:
+            figures.append(Figure("count() of the small ledgers", f["small"]["seconds"], "s",
+                                  baseline="count() of one ledger of the same entries",
+                                  baseline_value=f["one"]["seconds"], target=f"<= {TARGETS['small']}"))
+    if len(results) > 1:
+        low, high = min(results), max(results)
+        for key, label in PEAKS.items():
+            label = label.partition(" (")[0]  # the name without the print's aside
+            figures.append(Figure(f"peak RSS, {label}, {high:,} ledgers", results[high][key] / 2**20, "MB",
+                                  baseline=f"{label}, {low:,} ledgers", baseline_value=results[low][key] / 2**20,
+                                  target=f"<= {TARGETS['memory']}"))
+    record("scale", figures, notes)
 
 
 if __name__ == "__main__":

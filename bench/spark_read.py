@@ -11,6 +11,7 @@ import os
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from results import Figure, record
 from spark_common import parse_args, PAYLOAD, PARTITIONS, best_of_each, cluster_and_spark, line, payload_frame
 
 
@@ -70,11 +71,19 @@ def main() -> None:
         best = best_of_each(args.runs, {"bk": noop(bk), "memory": noop(memory),
                                         "parquet": noop(spark.read.parquet(parquet))})
         t_bk, t_mem, t_pq = best["bk"], best["memory"], best["parquet"]
-    print(f"spark read bench ({args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, best of {args.runs}):")
+    conditions = f"{args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, best of {args.runs}"
+    print(f"spark read bench ({conditions}):")
     print(line("Python data source from memory", t_mem, args.rows, "(the API's ceiling)"))
     print(line("Parquet on local disk", t_pq, args.rows))
     print(line("format(\"bookkeeper\") from bookies", t_bk, args.rows,
                f"({t_mem / t_bk:.2f} of the ceiling; target >= 0.7)"))
+    rate = args.rows / t_bk
+    record("spark_read", [
+        Figure("bookkeeper read, vs the ceiling", rate, "rows/s", baseline="Python data source from memory",
+               baseline_value=args.rows / t_mem, target=">= 0.7"),
+        Figure("bookkeeper read, vs Parquet", rate, "rows/s", baseline="Parquet on local disk",
+               baseline_value=args.rows / t_pq),
+    ], notes=[conditions])
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
+from results import Figure, record
 from spark_common import parse_args, PAYLOAD, best_of_each, cluster_and_spark, line, payload_frame
 
 
@@ -61,7 +62,8 @@ def main() -> None:
                                         "parquet": lambda: data.write.mode("overwrite").parquet(parquet)})
         t_bk, t_pq, t_discard = best["bk"], best["parquet"], best["discard"]
         client = max(client_runs[1:], key=lambda r: r.rate)  # the best timed turn (the first is the warm-up)
-    print(f"spark write bench ({args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, E=3 WQ=2 AQ=2, best of {args.runs}):")
+    conditions = f"{args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, E=3 WQ=2 AQ=2, best of {args.runs}"
+    print(f"spark write bench ({conditions}):")
     print(f"  client append_batch (one process)   : {client.rate:10,.0f} rows/s  {client.mb_per_s:7.1f} MB/s")
     discard = args.rows / t_discard
     # On two cores that both are short of, a sink that appends pays the hand-off and the appends: per row
@@ -71,6 +73,15 @@ def main() -> None:
     print(line("Parquet on local disk", t_pq, args.rows))
     print(line("format(\"bookkeeper\") to bookies", t_bk, args.rows,
                f"({args.rows / t_bk / client.rate:.2f} of the client's rate; target >= 0.7)"))
+    rate = args.rows / t_bk
+    record("spark_write", [
+        Figure("bookkeeper write, vs the client", rate, "rows/s", baseline="client append_batch (one process)",
+               baseline_value=client.rate, target=">= 0.7"),
+        Figure("bookkeeper write, vs the hand-off", rate, "rows/s", baseline="Python sink discarding (hand-off)",
+               baseline_value=discard),
+        Figure("bookkeeper write, vs Parquet", rate, "rows/s", baseline="Parquet on local disk",
+               baseline_value=args.rows / t_pq),
+    ], notes=[conditions])
 
 
 if __name__ == "__main__":

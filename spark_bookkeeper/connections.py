@@ -5,6 +5,11 @@ An executor cannot read a bookie's registration, so the driver reads it when it 
 carries the BookieServiceInfo of its ensemble's bookies) and the executor connects as the driver's
 client would (``make_bookie_client``): gRPC at the registered gRPC endpoint, BookKeeper's native
 protocol at the bookie id for a bookie without one (a stock BookKeeper bookie).
+
+The first ``worker_clients()`` of an executor's Python worker also ``gc.freeze()``s what is loaded by
+then (PySpark runs a full ``gc.collect()`` after every task of a reused worker, and PySpark, pyarrow,
+grpc and these clients would be scanned each time) and keeps freed multi-megabyte buffers as the bookie
+does (bookie/util/allocator.py).
 """
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The ``bookkeeper`` data source (``BookKeeperDataSource``): read ledgers and logs, write logs, inspect
 metadata. Its options are parsed and checked in spark_bookkeeper/options.py, read by reader.py (batch),
 stream_reader.py (logs) and ledger_stream_reader.py (bare ledgers), written by writer.py.
+
+A write is checked on the driver before a task runs (``check_write``): its options, its columns (one
+``payload``, binary or string) and that the cluster has ``ensembleSize`` writable bookies.
 """
 from __future__ import annotations
 

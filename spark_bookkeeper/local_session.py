@@ -1,4 +1,9 @@
-"""A SparkSession for this machine's demos, benchmarks and tests: local[2], loopback only, quiet."""
+"""A SparkSession for this machine's demos, benchmarks and tests: local[2], loopback only, quiet.
+
+Python writers get Arrow batches of WRITE_ARROW_BATCH_ROWS (1,024) rows
+(``spark.sql.execution.arrow.maxRecordsPerBatch``), not Spark's 10,000: ~1 MiB batches of 1 KiB rows cost
+the JVM less CPU per write (docs/benchmark_history.md, bench/spark_write.py).
+"""
 from __future__ import annotations
 
 import os

@@ -33,6 +33,10 @@ next bookie of their write set (they all share it: striped, by the stride; WQ ==
 holds them), then the next; what no replica sends is read entry by entry, which tells "no such entry"
 from a failure. Out come ``pyarrow.RecordBatch``es built from those buffers, joined into batches of at
 least COALESCE_ROWS rows (a batch costs Spark far more than a row).
+
+The plan, ``load()``'s check and a partition's packed read run with CPython's cyclic collector paused
+(bookie/util/gc_pause.py), as does making a packed partition's slice objects (read_partitions.py):
+metadata, slices and entries by the ten thousand, none of them garbage.
 """
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ batch's ledgers to the log in one compare-and-set.
 
 - ``write`` (executor): the ``payload`` column (binary, or string as UTF-8) goes to a new ledger
   (``ensembleSize``/``writeQuorum``/``ackQuorum``/``digest``/``password``), tagged in its custom metadata
-  with the log, the writer id and the batch; the ledger is closed and (ledger, entries, bytes) returned.
+  with the log, the writer id and the batch (``spark.log``, ``spark.writer``, ``spark.batch``); each Arrow
+  batch's payloads go to ``append_batch`` as they lie in Arrow's buffers (``payloads_of``); the ledger is
+  closed and (ledger, entries, bytes) returned (``LedgerWritten``).
 - ``commit`` (driver): ``log.commit_batch`` — once per (writer, batch); a replayed batch adds nothing
   and its duplicate ledgers are deleted. ``mode("overwrite")`` swaps the list, then deletes the old ledgers;
   ``retentionSegments``/``retentionMs`` drop first segments in the commit's CAS, deleted the same way

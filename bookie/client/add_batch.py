@@ -1,6 +1,10 @@
 """From appended payloads to what each bookie stores: pieces that fit one add message, framed
 entries, and the per-bookie parts of a striped run of entries (RoundRobinDistributionSchedule).
 
+The writer frames with ``view=True``: a batch framed by columns stays a read-only view of numpy's buffer,
+as do the per-bookie parts of entries of one size (``read_only_view``); the transport copies them once, into
+the add message.
+
 Pure: no I/O and no locks, so the writer's arithmetic is tested without processes.
 """
 from __future__ import annotations
@@ -25,7 +29,8 @@ _PAYLOAD_TYPE_SET = frozenset(_PAYLOAD_TYPES)
 @dataclass(frozen=True)
 class AddMessageLimits:
     """How much one add message carries: at most ``max_entries`` entries (maxBatchEntries) whose frames
-    fit in ``entry_bytes``; every entry costs ``entry_overhead`` bytes besides its payload."""
+    fit in ``entry_bytes`` (nettyMaxFrameSizeBytes less ADD_REQUEST_RESERVE, 1 KiB for the request's ids,
+    master key and flags); every entry costs ``entry_overhead`` bytes besides its payload."""
 
     netty_max_frame_size: int  # nettyMaxFrameSizeBytes, the largest message a bookie takes
     max_entries: int

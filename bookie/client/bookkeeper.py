@@ -9,6 +9,10 @@ Synchronous and thread-safe. One connection per bookie, shared by every ledger: 
 bookie's registration offers it, BookKeeper's native protocol otherwise (a stock bookie); one thread
 completes append futures in entry order; a timer thread fails adds that exceed addEntryTimeout and
 sends explicit LACs for idle writers.
+
+One ledger's ensemble may mix both kinds of bookie, and an ensemble change replaces a bookie of either
+kind with one of either kind. Ledgers of a non-zero scope (128-bit ids) exist only on the gRPC path, so
+their ensembles and replacements are gRPC bookies (``writable_bookies(grpc_only=True)``).
 """
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ probes of one bookie are queued and sent together, as one ReadEntriesOfLedgers c
 PROBE_BATCH of them: what the bookie sends back it holds, what it does not send it lacks, and a call that
 fails answers every probe in it "no". A bookie without that call (BookKeeper's native protocol) gets a read
 per probe, as before. Queued probes go out once a bookie has PROBE_BATCH of them, or on ``flush()``: a caller
-that waits for probes flushes first.
+that waits for probes flushes first. A probe answers through a callback (``done``), not a Future: a check of
+10,000 ledgers makes 60,000 probes.
 """
 from __future__ import annotations
 

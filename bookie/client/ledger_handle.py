@@ -13,9 +13,10 @@ strictly in entry order, on the client's completion thread, and the LAC advances
 A bookie error or timeout starts an ensemble change (ensemble_change.EnsembleChange: the bookie is
 replaced, a new fragment starts at LAC+1, pending entries of that fragment are re-sent; nothing
 completes meanwhile). Metadata found IN_RECOVERY or CLOSED stops the writer
-(BKLedgerFencedException / BKLedgerClosedException), as does a bookie answering EFENCED. A
-recovering handle (``recovery=True``) sends RECOVERY_ADDs and keeps its ensemble changes in memory
-until it closes the ledger (LedgerRecoveryOp).
+(BKLedgerFencedException / BKLedgerClosedException), as does a bookie answering EFENCED, or one
+refusing a message for its size (BKMessageTooLargeException): that bookie is healthy, and replacing it
+would only move the refusal to the next one. A recovering handle (``recovery=True``) sends RECOVERY_ADDs
+and keeps its ensemble changes in memory until it closes the ledger (LedgerRecoveryOp).
 
 A writer that cannot reach a write quorum ends with an error, never retries for ever: the ensemble
 change runs out of replacements (bookies that failed it are not taken back before its next

@@ -9,6 +9,11 @@
 
 The digest covers the entry header followed by the payload. The master key a client sends to
 bookies is SHA1("ledger" + password), 20 bytes, whatever the digest type.
+
+A reader checks a message in bulk: ids and offsets as numpy arrays (``verify_columns``, ``verify_spans``).
+With a CRC digest, _MIN_MESSAGE_CHECK (16) or more entries of one size are checked by one CRC call over
+header + payload + stored CRC of each (``_rows_check_out``), not two calls per entry; only if that fails
+are they checked entry by entry, to name the bad ones.
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ The bytes are exactly the loop's (``int32 size | header | digest | payload`` per
 a unit test holds the two together. The headers of a batch differ only in their entry id and ledger
 length, so their CRCs come from tables (``HeaderCrcs``) and only the payloads' CRCs are computed one
 call per entry, each continuing from its header's CRC.
+
+``DigestManager.build_framed`` takes this path for a CRC digest and _MIN_VECTOR_FRAMING (8) entries or more;
+fewer are framed one by one, where numpy's fixed costs would outweigh it.
 """
 from __future__ import annotations
 

@@ -1,13 +1,23 @@
 """The bookie: storage engine, journals, sync thread and disk monitor behind one API (BookieImpl).
 
 Start-up follows BookKeeper's order: directory checks, cookie validation, journal replay from the
-LastLogMark, then the journal, sync and disk-monitor threads.
+LastLogMark, a full checkpoint (BookieImpl.start: the mark moves to the new journal files, so a torn
+tail accepted now is never replayed again in front of later journals), then the journal, sync and
+disk-monitor threads.
 
 An add (``add_entries``) takes a framed batch of one ledger's entries:
-1. ledger storage first: the batch is appended to the entry log buffer, its locations go to the
+1. ``entry_format.scan_batch`` walks the frames once (sizes, one ledger, entry ids, highest LAC): a
+   malformed batch is refused (EBADREQ) before anything is stored;
+2. ledger storage first: the batch is appended to the entry log buffer, its locations go to the
    ledger cache (a ledger's first add also journals its master key);
-2. then the journal: the batch bytes are queued as they are, and the returned future completes only
+3. then the journal: the batch bytes are queued as they are, and the returned future completes only
    after the journal group holding them is written and fsynced.
+Fence and explicit LAC take the same path as journal meta-records: done once the record is fsynced.
+
+Checks at the door: adds, explicit LACs, meta-records and reads go through ``check_master_key``,
+``check_explicit_lac`` (bookie.server.ledger_storage) and MAX_ENTRY_ID (bookie.server.index), so every
+index header and slot can always be written and no request can stop a checkpoint or a restart. Replay
+drops, with an error, such records an older bookie journaled.
 """
 from __future__ import annotations
 

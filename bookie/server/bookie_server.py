@@ -12,9 +12,14 @@ refuse a request that names another bookie id (a registration pointing at the wr
 
 Start-up, in BookKeeper's order: directory checks, cookie validation (local and in ZooKeeper), journal
 replay, threads, both servers listening, then registration as ``<root>/available/<bookieId>``
-(ephemeral; ``available/readonly/<bookieId>`` while read-only). SIGTERM or SIGINT: stop taking
-requests on both, drain and checkpoint, deregister, exit 0. SIGKILL loses nothing acknowledged: the
-journal is replayed.
+(ephemeral; ``available/readonly/<bookieId>`` while read-only). Once started, the bookie
+``gc.freeze()``s what start-up built: it lives as long as the process, and the read path's allocations
+would otherwise trigger full collections over it again and again.
+
+SIGTERM or SIGINT: the native server stops (answers already queued go out), then gRPC (add streams
+ended, not cancelled); the bookie deregisters, drains and checkpoints, and exits 0. After a journal
+failure the same stop skips the checkpoint and ``serve`` raises the failure, so ``bk bookie`` exits 2
+(BookKeeper: ExitCode.BOOKIE_EXCEPTION). SIGKILL loses nothing acknowledged: the journal is replayed.
 """
 from __future__ import annotations
 

@@ -17,6 +17,12 @@ the data regions of its index file; holes, such as the 134 million pages below a
 cost nothing) and only the rows whose location lies in ``O`` are kept. The cost follows the pages a
 ledger stores, never its last entry id, and memory is one page plus the live rows. Step 3 looks the
 current locations of the copies' entries up on their own pages only (``LedgerCache.get_sorted``).
+``O`` itself is mapped (mmap), not read: sizes and ids are gathered from the pages of the live records
+only, and runs of back-to-back records are copied by the kernel (copy_file_range), as fast as the
+Throttler lets them.
+
+Step 4 runs on a finisher thread, overlapping the next log's copy; the next log's step 3 waits for it,
+and ``drain()`` at the end of a pass, so the order on disk is unchanged.
 
 ``O`` is deleted *before* the final rename (BookKeeper renames first): a crash between the two then
 leaves ``.compacted``, which recovery finishes, instead of an ``O.log`` that nothing marks as
@@ -30,6 +36,10 @@ exactly once, and no compaction file behind.
 Readers never miss an entry: the index is repointed under the storage lock before the old log is
 removed, and a range read that looked up a location in a log removed before it read it looks the
 entries up again (ledger_storage).
+
+Test seams, unset in production: a bookie started with ``BK_COMPACTION_STOP_AT=<step>`` stops itself
+(SIGSTOP) at that step of its next compaction, for a crash test to SIGKILL it there;
+``BK_COMPACTION_HOLD_FILE=<file>`` holds the compaction at a step the file names while the bookie serves.
 """
 from __future__ import annotations
 

@@ -2,6 +2,14 @@
 
 A configuration is a Java-properties file. Keys keep BookKeeper's names so an operator's file works as
 it is; unknown keys are warned about (and kept), a bad value is refused with a message naming the key.
+Every key is an ``Option`` in ``OPTIONS`` with its kind and one line of meaning (docs/reference/).
+
+The bookie's address (``resolve_bookie_address``, BookieImpl.getBookieAddress): advertisedAddress, else
+listeningInterface's IPv4 address (asked of the kernel, SIOCGIFADDR) or this host's, or its canonical name
+under useHostNameAsBookieID. A ``BookieAddress`` holds what both ports bind, the host the bookie id
+(``bookie_id``, getBookieId) and the registration carry, and its IP; a configuration resolves it once, so
+the cookie and the registration agree. ``check_address`` refuses a loopback address unless allowLoopback,
+at the server's start.
 """
 from __future__ import annotations
 

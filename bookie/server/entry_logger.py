@@ -20,8 +20,14 @@ Written pages leave the page cache once they are on disk (``entryLogRemoveFromPa
 time to finish), and a checkpoint drops its rotated logs after fsyncing them. New writes then reuse
 those pages instead of growing the cache: on this project's VMs a page the cache has not held before
 costs several times its copy, and a bookie that kept every log it wrote in the cache spent twice the CPU
-per entry after a few gigabytes (docs/ARCHITECTURE.md). The newest step or two stay cached, and so
-does the unwritten buffer, for tailing reads; older entries are read from disk.
+per entry after a few gigabytes. The newest step or two stay cached, and so does the unwritten buffer,
+for tailing reads; older entries are read from disk, a range read asking the kernel to read ahead
+(``entryLogReadAheadBytes``). The step, ``flushEntrylogBytes`` (1 MiB by default), bounds how much entry
+log the journal's fsyncs can queue behind on a disk the two share.
+
+A writeback failure met there is sticky (``_writeback_error``): the kernel reports it once, to that call,
+so adds stop and no checkpoint passes from then on; the bookie's shutdown then abandons the storage as
+after a crash, and replay from the LastLogMark restores the entries the journal holds.
 """
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 Files are ``<journalDir>/current/<hex id>.txn`` (BookKeeper's Journal and JournalChannel): a 512-byte header (``BKLG``, version 6,
 zero padded), then records ``int32 len | payload``. A payload is an entry (exactly as the client sent
-it) or a metadata record (master key, fence, explicit LAC; negative entry ids).
+it) or a metadata record (master key, fence, explicit LAC; negative entry ids). A group that would take
+a file past ``journalMaxSizeMB`` goes to the next file; files older than the checkpoint's mark are
+deleted beyond ``journalMaxBackups`` (``gc_journals``, after each checkpoint).
 
 Group commit, in two threads as in BookKeeper: the journal thread drains everything queued into a
 group (bounded by ``journalMaxGroupWaitMSec``, ``journalBufferedWritesThreshold`` and
@@ -20,7 +22,8 @@ group's length, so replay verifies every group (bookie.server.journal_scanner); 
 ignore pad contents.
 
 A failed write or fsync stops the journal for good (``Journal.fail``): every group behind it fails,
-the LastLogMark stays before it, and ``on_failure`` tells the bookie, which shuts down.
+the LastLogMark stays before it (a later fsync that "succeeds" may not have persisted the pages the
+failed one dropped), and ``on_failure`` tells the bookie, which shuts down without a checkpoint.
 """
 from __future__ import annotations
 

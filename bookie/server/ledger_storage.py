@@ -4,6 +4,12 @@ Per ledger the bookie keeps its master key (the first key wins), the fenced flag
 blob, the highest LAC seen piggybacked on entries, and the highest entry id it stores. Master key,
 fence and explicit LAC live in the index file header once checkpointed; before that the journal
 holds them (see bookie.server.bookie).
+
+A read finds locations in the ledger cache and groups neighbouring records of one log into one read.
+Every record's ledger id and entry id are checked: a mismatch, a bad size or a short read is
+EntryCorruptedException (EIO), never "no such entry", since recovery must not end a ledger early
+because a disk went bad. Digests are the reader's (the client's) to check; it falls back to another
+replica.
 """
 from __future__ import annotations
 

@@ -6,9 +6,10 @@ A frame is decoded as a v3 Request first; a frame that is not one switches the c
 good (BookieProtoEncoding.RequestDecoder), so Pulsar-style v2 clients and v3 clients are both served.
 Requests are not answered in order: many are in flight per connection, each answered when it
 completes, and the answers that are ready together leave in one write. What one read from the socket
-brings is handled as a batch (BookKeeper's Java client keeps ~1,000 single-entry adds in flight): its
-adds of one ledger (same master key and flag) go to the Bookie as one framed batch, one journal record
-answered per entry once that record is fsynced (group commit: no add is answered before its fsync);
+brings (up to ``byteBufAllocatorSizeMax``, 1 MiB, as Netty's allocator) is handled as a batch
+(BookKeeper's Java client keeps ~1,000 single-entry adds in flight): its adds of one ledger (same master
+key and flag) go to the Bookie as one framed batch, one journal record answered per entry once that
+record is fsynced (group commit: no add is answered before its fsync);
 its plain reads (no fence, no long poll) are read by one executor job. Any other request first
 submits the adds and reads before it, so requests still reach the Bookie in the order they came. A connection holding
 MAX_CONNECTION_INFLIGHT bytes of unanswered adds, or MAX_CONNECTION_REQUESTS unanswered requests, or

@@ -2,9 +2,17 @@
 
 Runs on a ``grpc.aio`` event loop. Adds arrive as batches on a bidirectional stream; each batch is
 handed to the engine at once and answered when its journal group is fsynced, so many batches of a
-stream are in flight together. A stream's unacknowledged bytes are bounded (MAX_STREAM_INFLIGHT): past
-that the bookie stops reading the stream and gRPC flow control holds the client back. A full
-journal queue is answered ETOOMANYREQUESTS. Reads run in a thread pool.
+stream are in flight together. The batches one force write completes wake the loop once, and the
+answers ready together leave in one AddResponses message. A stream's unacknowledged bytes are bounded
+(MAX_STREAM_INFLIGHT): past that the bookie stops reading the stream and gRPC flow control holds the
+client back. A full journal queue is answered ETOOMANYREQUESTS. An add stream whose reading fails
+otherwise answers the adds it took, logs the error and fails with INTERNAL naming it: a clean end would
+look to the client like its own close.
+
+Reads run in a thread pool. A fencing read is answered once the fence is fsynced; a long poll
+(``previousLAC``, ``timeOut``) watches the ledger's LAC and answers when it passes ``previousLAC`` (with
+the next entry under ENTRY_PIGGYBACK) or at the timeout. ReadEntries streams ``maxBytesPerMessage`` at a
+time, each message encoded by hand (bookie/proto/read_range.py), the next one read while one is sent.
 
 Bad input is answered, never a traceback: bytes that do not parse as the method's message get
 INVALID_ARGUMENT at the transport (one log line), and ids, ranges and integers out of range get

@@ -2,6 +2,10 @@
 
 ``bk local`` runs one until Ctrl-C; the test fixtures use the same class to kill (SIGKILL) and restart
 bookies. Every process it starts runs in its own process group and is stopped by its PID.
+
+Its bookies listen on loopback only (``listeningInterface=lo``, ``allowLoopback=true``: LOCAL_BOOKIE_SETTINGS),
+each on two ports no other of them has (``bookie.util.processes.free_ports``): a port is a bookie's id and its
+cookie's name.
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@ a BookKeeper install (``realbk``: bin/bookie, bin/shell, bin/client), run agains
 
 Found through ``$REALBK_HOME`` or ``../shared/realbk`` next to the repository (``find_realbk``); the
 tools take their common jars from pyspark's (REALBK_PYTHON = this interpreter). Every process runs
-in its own process group and is stopped by PID; bookies bind 127.0.0.1 only. Interop tests and
-benchmarks use it; ``SKIP_REASON`` says how to get one where there is none.
+in its own process group and is stopped by PID; bookies bind 127.0.0.1 only, each with its
+``java.io.tmpdir`` in its own directory (the native libraries a SIGKILLed JVM unpacked stay there). Interop
+tests and benchmarks use it; ``SKIP_REASON`` says how to get one where there is none.
 """
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ thread arena's sub-heap as soon as it empties, whatever the trim threshold. The 
 receives a reader's messages then paid fresh pages again after each quiet spell (bench/client.py,
 a client's first read after its appends: 2.2 -> 0.7 us of kernel time per entry, 172-194k -> 214-219k
 entries/s). The tuning applies to arenas made after it, so a process makes it before starting threads
-where it can (the bookie server at start, a client when it is created).
+where it can (the bookie server at start, always; a client when it is created, under
+``allocatorPoolingPolicy=PooledDirect``, the default; a Spark executor's first read).
 """
 from __future__ import annotations
 

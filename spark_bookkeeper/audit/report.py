@@ -3,6 +3,8 @@ then the detail), with matplotlib PNG plots next to it.
 
 Written on the driver's filesystem: under ``OUTPUT/reports/<audit>/date=…/run=…/`` when the output is a local
 path, else in ``report_dir`` (required then: matplotlib and Markdown files are not written to HDFS or S3 here).
+Plots are matplotlib Figures drawn without pyplot: they render to PNG on a host without a display, and the
+audit never changes the process's matplotlib backend (a notebook that runs it keeps drawing inline).
 """
 from __future__ import annotations
 
