@@ -19,6 +19,7 @@ setup(
         "crc32c>=2.4,<3",  # C CRC32C (SSE4.2 when the CPU has it)
         "tqdm>=4.60,<5",  # progress of long shell commands and benchmarks
         "matplotlib>=3.8,<4",  # the audit jobs' report plots
+        "jproperties>=2.1,<3",  # bk_server.conf read exactly as java.util.Properties reads it
     ],
     extras_require={
         "test": [

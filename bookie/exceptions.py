@@ -187,3 +187,7 @@ class ConfigurationException(BKException, ValueError):
 
 class ProcessStartException(BKException, RuntimeError):
     """A server process started here (ZooKeeper, a bookie) exited or did not listen in time."""
+
+
+class PortInUseException(ProcessStartException):
+    """A port a server started here must listen on is held by another process."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from bookie.cli.cluster_conf import add_uri_args, load_conf
+
 AUDITS = {"storage": "live vs garbage bytes per bookie, what compaction would reclaim, orphans, space by owner",
           "replication": "under-replicated ledgers with reasons and age, short fragments, single-bookie ledgers, "
                          "silent writers"}
@@ -17,8 +19,9 @@ AUDITS = {"storage": "live vs garbage bytes per bookie, what compaction would re
 def register_top(commands, add_uri_args) -> None:
     audit = commands.add_parser("audit", help="storage or replication audit of the cluster (a Spark job); "
                                               "bk audit storage|replication --help lists its arguments",
-                                add_help=False)
-    audit.add_argument("audit", choices=sorted(AUDITS), help=argparse.SUPPRESS)
+                                description="Audits: " + "; ".join(f"{k}: {v}" for k, v in sorted(AUDITS.items()))
+                                + ". bk audit AUDIT --help lists an audit's arguments.")
+    audit.add_argument("audit", choices=sorted(AUDITS), help="the audit to run")
     audit.add_argument("audit_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     audit.set_defaults(run=run_audit)
 
@@ -27,17 +30,14 @@ def parser(audit: str) -> argparse.ArgumentParser:
     """The arguments of ``bk audit <audit>`` (imports Spark's audit module, so only when it runs)."""
     from spark_bookkeeper.audit import cli
     out = argparse.ArgumentParser(prog=f"bk audit {audit}", description=AUDITS[audit])
-    out.add_argument("-u", "--metadata-service-uri", help="zk://host:port/ledgers (default: from --conf)")
-    out.add_argument("--conf", help="bk_server.conf whose metadataServiceUri names the cluster")
+    add_uri_args(out, dirs=False)
     cli.add_arguments(out, audit, with_uri=False)
     return out
 
 
 def parse(audit: str, argv: list[str]) -> argparse.Namespace:
     args = parser(audit).parse_args(argv)
-    if not args.metadata_service_uri and args.conf:
-        from bookie.server.conf import ServerConfiguration
-        args.metadata_service_uri = ServerConfiguration.load(args.conf, {})["metadataServiceUri"] or None
+    load_conf(args)  # fills in the cluster from $METADATA_SERVICE_URI or the configuration
     return args
 
 

@@ -1,14 +1,20 @@
 """``bk autorecovery`` (BookKeeper's ``bin/bookkeeper autorecovery``) and the AutoRecovery verbs of
 ``bk shell`` with BookKeeper's names and flags: ``autorecovery -enable|-disable``, ``whoisauditor``,
 ``triggeraudit``, ``lostbookierecoverydelay -get|-set N``, ``listunderreplicated [-mr B] [-emr B] [-pmr] [-c]``
-(each ledger with its state and reason, beyond BookKeeper) and ``queryautorecoverystatus``."""
+(each ledger with its state and reason, beyond BookKeeper), ``queryautorecoverystatus`` and
+``forceauditchecks [-calc] [-ppc] [-rc]`` (ForceAuditorChecksCmd: the last run time of those checks is set 21
+days back, so that an auditor runs them when it starts)."""
 from __future__ import annotations
 
+import datetime
+import logging
 import signal
 import threading
+import time
+from typing import Callable, NamedTuple
 
+from bookie.cli.cluster_conf import metadata_store
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
-from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.conf import ConfigurationException
 
 
@@ -47,25 +53,43 @@ def register_shell(commands, add_uri_args) -> None:
     listing.add_argument("-c", "--onlydisplayledgercount", action="store_true", help="print the count only")
     verb("queryautorecoverystatus", "the ledgers being re-replicated now, by whom, and their state",
          run_queryautorecoverystatus)
+    checks = verb("forceauditchecks", "reset the last run time of auditor checks, so that the auditor runs them "
+                                      "when it next starts (restart the current one)", run_forceauditchecks)
+    for check in FORCED_CHECKS:
+        checks.add_argument(f"-{check.flag}", f"--{check.name}", dest=check.flag, action="store_true",
+                            help=f"reset {check.ctime}: the {check.name} audit runs upon the next auditor start")
 
 
-def _store(args) -> ZKMetadataStore:
-    if not args.metadata_service_uri:
-        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
-    return ZKMetadataStore(args.metadata_service_uri, connect_timeout=args.zk_connect_timeout)
+class ForcedCheck(NamedTuple):
+    """A flag of ForceAuditorChecksCmd and the auditor check time it resets."""
+    flag: str
+    name: str
+    ctime: str
+    set_ctime: Callable[[LedgerUnderreplicationManager, int], None]
+
+
+FORCED_CHECKS = (
+    ForcedCheck("calc", "checkallledgerscheck", "CheckAllLedgersCTime",
+                LedgerUnderreplicationManager.set_check_all_ledgers_ctime),
+    ForcedCheck("ppc", "placementpolicycheck", "PlacementPolicyCheckCTime",
+                LedgerUnderreplicationManager.set_placement_policy_check_ctime),
+    ForcedCheck("rc", "replicascheck", "ReplicasCheckCTime", LedgerUnderreplicationManager.set_replicas_check_ctime))
+FORCED_CHECK_AGE_MS = 21 * 24 * 3600 * 1000  # how far back: more than any check's interval, as BookKeeper chose
 
 
 def run_autorecovery(args, conf) -> int:
     from bookie.replication.autorecovery_main import AutoRecoveryMain
     if args.metadata_service_uri:
         conf.set("metadataServiceUri", args.metadata_service_uri)
-    if not conf["metadataServiceUri"]:
+    if not conf.metadata_service_uri:
         raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
+    for notice in conf.notices():
+        logging.getLogger(__name__).warning(notice)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     main = AutoRecoveryMain(conf, args.id).start()
-    print(f"autorecovery {main.id} is up (metadata {conf['metadataServiceUri']})", flush=True)
+    print(f"autorecovery {main.id} is up (metadata {conf.metadata_service_uri})", flush=True)
     try:
         stop.wait()
     finally:
@@ -74,7 +98,7 @@ def run_autorecovery(args, conf) -> int:
 
 
 def run_toggle(args, conf) -> int:
-    with _store(args) as store:
+    with metadata_store(args) as store:
         manager = LedgerUnderreplicationManager(store)
         if args.enable:
             manager.enable_ledger_replication()
@@ -86,7 +110,7 @@ def run_toggle(args, conf) -> int:
 
 def run_whoisauditor(args, conf) -> int:
     from bookie.replication.auditor_elector import current_auditor
-    with _store(args) as store:
+    with metadata_store(args) as store:
         auditor = current_auditor(store)
     if auditor is None:
         print("No auditor elected")
@@ -96,7 +120,7 @@ def run_whoisauditor(args, conf) -> int:
 
 
 def run_triggeraudit(args, conf) -> int:
-    with _store(args) as store:
+    with metadata_store(args) as store:
         manager = LedgerUnderreplicationManager(store)
         manager.trigger_audit(conf["lostBookieRecoveryDelay"])
     print("Triggered audit")
@@ -104,7 +128,7 @@ def run_triggeraudit(args, conf) -> int:
 
 
 def run_delay(args, conf) -> int:
-    with _store(args) as store:
+    with metadata_store(args) as store:
         manager = LedgerUnderreplicationManager(store)
         if args.set is not None:
             if args.set < 0:
@@ -122,7 +146,7 @@ def run_listunderreplicated(args, conf) -> int:
         return ((args.missingreplica is None or args.missingreplica in replicas)
                 and (args.excludingmissingreplica is None or args.excludingmissingreplica not in replicas))
 
-    with _store(args) as store:
+    with metadata_store(args) as store:
         manager = LedgerUnderreplicationManager(store)
         count = 0
         for ledger in manager.list_underreplicated(wanted):
@@ -142,7 +166,7 @@ def run_listunderreplicated(args, conf) -> int:
 
 
 def run_queryautorecoverystatus(args, conf) -> int:
-    with _store(args) as store:
+    with metadata_store(args) as store:
         manager = LedgerUnderreplicationManager(store)
         busy = 0
         for ledger in manager.list_underreplicated():
@@ -156,3 +180,33 @@ def run_queryautorecoverystatus(args, conf) -> int:
         if not busy:
             print("No ledgers are being re-replicated")
     return 0
+
+
+def run_forceauditchecks(args, conf) -> int:
+    from bookie.replication.auditor_elector import current_auditor
+    wanted = [check for check in FORCED_CHECKS if getattr(args, check.flag)]
+    if not wanted:
+        raise ConfigurationException("forceauditchecks needs at least one check to reset: -calc, -ppc or -rc; "
+                                     "nothing was changed")
+    ctime = int(time.time() * 1000) - FORCED_CHECK_AGE_MS
+    with metadata_store(args) as store:
+        manager = LedgerUnderreplicationManager(store)
+        for check in wanted:
+            print(f"Resetting {check.ctime} to : {_java_timestamp(ctime)}")
+            check.set_ctime(manager, ctime)
+        auditor = current_auditor(store)
+    if any(check.flag == "ppc" for check in wanted):
+        print("(this project's auditor has no placement policy check: a BookKeeper auditor reads that time)")
+    if auditor is None:
+        print("No auditor elected: the next one runs the checks when it starts")
+    else:
+        print(f"An auditor reads these times when it starts: restart the current one ({auditor}) for it to run "
+              "the checks now")
+    return 0
+
+
+def _java_timestamp(ms: int) -> str:
+    """java.sql.Timestamp.toString of ``ms`` (local time): yyyy-mm-dd hh:mm:ss.f, the fraction without its
+    trailing zeros."""
+    when = datetime.datetime.fromtimestamp(ms / 1000)
+    return f"{when:%Y-%m-%d %H:%M:%S}.{f'{ms % 1000:03d}'.rstrip('0') or '0'}"

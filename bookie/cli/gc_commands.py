@@ -13,7 +13,7 @@ import time
 
 from tqdm import tqdm
 
-from bookie.cli.ledger_commands import _client
+from bookie.cli.cluster_conf import client
 from bookie.client.bookie_client import BookieClient
 from bookie.exceptions import BKException, BKIncorrectParameterException
 from bookie.proto import bookkeeper_pb2 as pb
@@ -40,18 +40,18 @@ def register_shell(commands, add_uri_args) -> None:
 
 
 def run_gc(args, conf) -> int:
-    with _client(args) as bk:
+    with client(args) as bk:
         bookies = args.bookie or sorted(bk.writable_bookies() + bk.readonly_bookies())
         failed = 0
         for bookie in bookies:
-            client = bk.bookie_client(bookie)
-            if not isinstance(client, BookieClient):
+            transport = bk.bookie_client(bookie)
+            if not isinstance(transport, BookieClient):
                 print(f"{bookie}: a BookKeeper (Java) bookie, which has no GC request on its protocol: use its HTTP "
                       f"admin (PUT /api/v1/bookie/gc, GET /api/v1/bookie/gc_details)")
                 failed += 1
                 continue
             try:
-                print(_run_on(client, args))
+                print(_run_on(transport, args))
             except BKException as exc:
                 print(f"{bookie}: {exc}")
                 failed += 1

@@ -7,10 +7,13 @@ Ledgers are named by id (``-l``), with ``--ledger-scope-id`` for 128-bit ids, or
 from __future__ import annotations
 
 import sys
+import threading
 
 from tqdm import tqdm
 
-from bookie.client import BookKeeper
+from bookie.cli.cluster_conf import client
+from bookie.cli.interrupts import INTERRUPTED, stop_on_interrupt
+from bookie.cli.prompts import confirm
 from bookie.client import benchmark
 from bookie.client.bookkeeper import as_ledger_id
 from bookie.exceptions import BKException
@@ -87,12 +90,6 @@ def register_bench(commands, add_uri_args) -> None:
     read.set_defaults(run=run_bench_read)
 
 
-def _client(args) -> BookKeeper:
-    if not args.metadata_service_uri:
-        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
-    return BookKeeper(args.metadata_service_uri, zkConnectTimeout=args.zk_connect_timeout)
-
-
 def describe(ledger: LedgerId, md: LedgerMetadata) -> str:
     lines = [f"ledgerID: {ledger}", f"  state: {md.state.name}, lastEntryId: {md.last_entry_id}, length: {md.length}",
              f"  ensembleSize: {md.ensemble_size}, writeQuorumSize: {md.write_quorum_size}, "
@@ -103,7 +100,7 @@ def describe(ledger: LedgerId, md: LedgerMetadata) -> str:
 
 
 def run_listledgers(args, conf) -> int:
-    with _client(args) as bk:
+    with client(args) as bk:
         for ledger in bk.list_ledgers(None if args.all_scopes else args.ledger_scope_id):
             print(describe(ledger, bk.ledger_metadata(ledger)) if args.meta else f"ledgerID: {ledger}")
     return 0
@@ -111,53 +108,52 @@ def run_listledgers(args, conf) -> int:
 
 def run_ledgermetadata(args, conf) -> int:
     ledger = ledger_of(args)
-    with _client(args) as bk:
+    with client(args) as bk:
         print(describe(ledger, bk.ledger_metadata(ledger)))
     return 0
 
 
 def run_readledger(args, conf) -> int:
     ledger = ledger_of(args)
-    with _client(args) as bk:
+    with client(args) as bk:
         md = bk.ledger_metadata(ledger)
         handle = bk.open_ledger(ledger, password=md.password, recovery=False)  # admin: the stored password
-        last = handle.last_add_confirmed if args.lastentryid < 0 else args.lastentryid
+        end = handle.last_add_confirmed
+        # As BookKeeperAdmin.readEntries: a range past the ledger's end prints what there is, then says where it ends.
+        last = end if args.lastentryid < 0 else min(args.lastentryid, end)
         for first in range(args.firstentryid, last + 1, 10_000):
             for entry in handle.read(first, min(last, first + 9_999)):
                 print(f"--------- Lid={ledger}, Eid={entry.entry_id}, Length={entry.length} ---------")
                 if args.msg:
                     print(entry.payload.decode("utf-8", "backslashreplace"))
+        if args.lastentryid > end or args.firstentryid > end:
+            state = "closed" if md.is_closed else "open, last add confirmed"
+            print(f"ledger {ledger} ends at entry {end} ({state}): no entries past it", file=sys.stderr)
     return 0
 
 
 def run_deleteledger(args, conf) -> int:
     ledger = ledger_of(args)
-    if not args.force:
-        if not sys.stdin.isatty():
-            raise ConfigurationException("deleteledger asks for confirmation; pass -f to delete without asking")
-        if input(f"Are you sure to delete ledger {ledger}? (Y or N) ").strip().upper() != "Y":
-            print("not deleted")
-            return 1
-    with _client(args) as bk:
+    if not args.force and not confirm(f"Are you sure to delete ledger {ledger}?", "deleteledger"):
+        print("not deleted")
+        return 1
+    with client(args) as bk:
         bk.delete_ledger(ledger)
     print(f"deleted ledger {ledger}")
     return 0
 
 
 def run_simpletest(args, conf) -> int:
-    with _client(args) as bk:
-        lh = bk.create_ledger(args.ensemble, args.writeQuorum, args.ackQuorum, password=b"")
-        print(f"created ledger {lh.ledger_id} on {', '.join(lh.ensemble)}")
-        with tqdm(total=args.numEntries, desc="write", unit="entry", file=sys.stderr, disable=args.numEntries < 10_000) as bar:
-            futures = []
-            for i in range(args.numEntries):
-                futures.append(lh.append_async(b"%d" % i))
-                if i % 1000 == 999:
-                    bar.update(1000)
-            for f in futures:
-                f.result()
-            bar.update(args.numEntries % 1000)
-        lh.close()
+    with client(args) as bk:
+        with stop_on_interrupt() as stop:  # from before the ledger exists: it is never left open
+            lh = bk.create_ledger(args.ensemble, args.writeQuorum, args.ackQuorum, password=b"")
+            print(f"created ledger {lh.ledger_id} on {', '.join(lh.ensemble)}")
+            write_numbered(lh, args.numEntries, stop)
+            lh.close()  # after every sent entry is acknowledged
+        if stop.is_set():
+            print(f"interrupted: ledger {lh.ledger_id} closed with {lh.last_add_confirmed + 1} of {args.numEntries} "
+                  "entries; nothing was read back")
+            return INTERRUPTED
         read = bk.open_ledger(lh.ledger_id, password=b"")
         entries = read.read(0, read.last_add_confirmed) if read.last_add_confirmed >= 0 else []
         bad = [e.entry_id for e in entries if e.payload != b"%d" % e.entry_id]
@@ -168,6 +164,23 @@ def run_simpletest(args, conf) -> int:
     return 0
 
 
+def write_numbered(lh, count: int, stop: threading.Event) -> None:
+    """Entries "0", "1", ... appended until ``count`` or ``stop``, and waited for (simpletest's writes), with a
+    progress bar on a terminal."""
+    with tqdm(total=count, desc="write", unit=" entries", unit_scale=True, file=sys.stderr,
+              disable=None if count >= 10_000 else True) as bar:
+        futures = []
+        for i in range(count):
+            if stop.is_set():
+                break
+            futures.append(lh.append_async(b"%d" % i))
+            if i % 1000 == 999:
+                bar.update(1000)
+        for f in futures:
+            f.result()
+        bar.update(len(futures) - bar.n)
+
+
 def run_bookiesanity(args, conf) -> int:
     """SanityTestCommand: a ledger on exactly this bookie (E=WQ=AQ=1, as LocalBookieEnsemblePlacementPolicy
     places it), entries written, the ledger closed, opened and read back, then deleted. The bookie is never
@@ -175,10 +188,8 @@ def run_bookiesanity(args, conf) -> int:
     bookie = args.bookie or conf.bookie_id
     if args.entries < 1:
         raise ConfigurationException(f"--entries {args.entries}: the test writes at least one entry")
-    if not args.metadata_service_uri:
-        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
     client_conf = {"addEntryTimeout": args.timeout, "readTimeout": args.timeout, "maxNumEnsembleChanges": 0}
-    with BookKeeper(args.metadata_service_uri, client_conf, zkConnectTimeout=args.zk_connect_timeout) as bk:
+    with client(args, client_conf) as bk:
         error = _sanity(bk, bookie, args.entries)
     if error:
         print(f"bookie sanity test FAILED on {bookie}: {error}")
@@ -187,7 +198,7 @@ def run_bookiesanity(args, conf) -> int:
     return 0
 
 
-def _sanity(bk: BookKeeper, bookie: str, entries: int) -> str | None:
+def _sanity(bk, bookie: str, entries: int) -> str | None:
     """Why the sanity test failed on ``bookie`` (None: it passed)."""
     registered = bk.writable_bookies() + bk.readonly_bookies()
     if bookie not in registered:
@@ -223,7 +234,7 @@ def _sanity(bk: BookKeeper, bookie: str, entries: int) -> str | None:
 
 
 def run_bookieinfo(args, conf) -> int:
-    with _client(args) as bk:
+    with client(args) as bk:
         for bookie in sorted(bk.writable_bookies() + bk.readonly_bookies()):
             try:
                 info = bk.bookie_client(bookie).bookie_info()
@@ -236,20 +247,24 @@ def run_bookieinfo(args, conf) -> int:
 
 
 def run_bench_write(args, conf) -> int:
-    with _client(args) as bk, tqdm(desc="acknowledged", unit="entry", file=sys.stderr) as bar:
+    with client(args) as bk, tqdm(desc="acknowledged", unit=" entries", unit_scale=True, file=sys.stderr,
+                                   disable=None) as bar, stop_on_interrupt() as stop:
         def progress(done: int) -> None:
             bar.update(done - bar.n)
         result = benchmark.write_throughput(bk, args.time, args.entry_size, args.ensemble, args.quorum, args.ack_quorum,
-                                            args.throttle, args.ledgers, progress)
+                                            args.throttle, args.ledgers, progress, stop=stop)
+    if result.interrupted:
+        print(f"interrupted after {result.seconds:.1f} of {args.time:g} s: the figures are of what was written by "
+              "then; the ledgers are closed")
     print(f"{result.entries} entries in {result.seconds:.1f} s: {result.rate:,.0f} entries/s, {result.mb_per_s:.1f} MB/s; "
           f"latency p50 {result.percentile(50):.2f} ms, p95 {result.percentile(95):.2f} ms, p99 {result.percentile(99):.2f} ms "
           f"(ledgers {', '.join(map(str, result.ledger_ids))})")
-    return 0
+    return INTERRUPTED if result.interrupted else 0
 
 
 def run_bench_read(args, conf) -> int:
     ledger = ledger_of(args)
-    with _client(args) as bk:
+    with client(args) as bk:
         entries, size, seconds = benchmark.read_throughput(bk, ledger, args.password.encode())
     print(f"read {entries} entries ({size / 1e6:.1f} MB) of ledger {ledger} in {seconds:.2f} s: "
           f"{entries / seconds:,.0f} entries/s, {size / seconds / 1e6:.1f} MB/s")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from bookie.cli.ledger_commands import _client
+from bookie.cli.cluster_conf import client
 from bookie.client.log_truncation import truncate_log
 from bookie.meta.log_metadata import LogRetention, list_logs, read_log
 from bookie.server.conf import ConfigurationException
@@ -44,14 +44,14 @@ def register_shell(commands, add_uri_args) -> None:
 
 
 def run_listlogs(args, conf) -> int:
-    with _client(args) as bk:
+    with client(args) as bk:
         for name in sorted(list_logs(bk.store)):
             print(name)
     return 0
 
 
 def run_loginfo(args, conf) -> int:
-    with _client(args) as bk:
+    with client(args) as bk:
         log = read_log(bk.store, args.log)
     print(f"log {log.name}: segments {log.first_segment}..{log.end_segment - 1} ({len(log.segments)}), "
           f"{sum(s.entries for s in log.segments)} entries, {sum(s.bytes for s in log.segments)} bytes")
@@ -68,7 +68,7 @@ def run_truncatelog(args, conf) -> int:
     for name in ("segments", "before_segment"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             raise ConfigurationException(f"--{name.replace('_', '-')} must not be negative")
-    with _client(args) as bk:
+    with client(args) as bk:
         if args.segments is not None:
             retention = LogRetention(before_segment=read_log(bk.store, args.log).first_segment + args.segments)
         elif args.before_segment is not None:

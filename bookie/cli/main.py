@@ -6,47 +6,71 @@ Storage inspection (this module's first commands) works on a stopped bookie's di
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib.metadata
 import logging
 import os
+import re
 import sys
 
-from bookie.cli import (audit_commands, autorecovery_commands, gc_commands, ledger_commands, log_commands,
-                        recovery_commands, server_commands, storage_commands)
+from bookie.cli import (audit_commands, autorecovery_commands, cluster_info_commands, cookie_commands,
+                        format_commands, gc_commands, ledger_commands, log_commands, recovery_commands,
+                        server_commands, storage_commands, update_ledger_commands)
+from bookie.cli.cluster_conf import add_conf_args, add_uri_args, load_conf
+from bookie.cli.interrupts import INTERRUPTED
 from bookie.exceptions import BKException
-from bookie.server.conf import ServerConfiguration
 
 
-def add_conf_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--conf", help="bk_server.conf (Java properties, BookKeeper key names)")
-    parser.add_argument("--journal-dir", help="journal directory (overrides journalDirectories)")
-    parser.add_argument("--ledger-dir", help="ledger directory (overrides ledgerDirectories)")
+BOOKKEEPER_VERSION = "4.17"  # the BookKeeper whose protocol, metadata and formats this one speaks
 
 
-def add_uri_args(parser: argparse.ArgumentParser) -> None:
-    add_conf_args(parser)
-    parser.add_argument("-u", "--metadata-service-uri", help="zk://host:port/ledgers (default: from --conf)")
-    parser.add_argument("--zk-connect-timeout", type=float, default=15.0, help="seconds to wait for ZooKeeper")
+class BkArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, answering an unknown verb or choice with the closest one (every ``bk`` parser: a
+    subparser is made of its parent's class)."""
+
+    def error(self, message: str):
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            choices = re.findall(r"'([^']*)'", wrong.group(2))
+            close = difflib.get_close_matches(wrong.group(1), choices, 1, 0.6)
+            verbs = any(isinstance(a, argparse._SubParsersAction) and sorted(a.choices) == sorted(choices)
+                        for a in self._actions)
+            listed = ", ".join(choices) if len(choices) <= 10 else f"{self.prog} --help lists them"
+            message = (f"unknown {'command' if verbs else 'choice'} {wrong.group(1)!r}"
+                       + (f"; did you mean {close[0]!r}?" if close else "") + f" ({listed})")
+        super().error(message)
 
 
-def load_conf(args: argparse.Namespace) -> ServerConfiguration:
-    overrides = {}
-    if getattr(args, "journal_dir", None):
-        overrides["journalDirectories"] = args.journal_dir
-    if getattr(args, "ledger_dir", None):
-        overrides["ledgerDirectories"] = args.ledger_dir
-    conf = ServerConfiguration.load(args.conf, overrides) if getattr(args, "conf", None) else ServerConfiguration(overrides)
-    if hasattr(args, "metadata_service_uri") and not args.metadata_service_uri:
-        args.metadata_service_uri = conf["metadataServiceUri"] or None
-    return conf
+def version() -> str:
+    try:
+        mine = importlib.metadata.version("spark-bookkeeper")
+    except importlib.metadata.PackageNotFoundError:
+        mine = "unknown (not installed)"
+    return f"bk {mine} (spark-bookkeeper, for Apache BookKeeper {BOOKKEEPER_VERSION})"
+
+
+def add_help_verb(shell: argparse.ArgumentParser, verbs) -> None:
+    """``bk shell help [VERB]``: the verbs, or one verb's flags (BookKeeper's ``bookkeeper shell help``). Added
+    last, so that every verb is a choice."""
+    def run_help(args, conf) -> int:
+        (shell if args.verb is None else verbs.choices[args.verb]).print_help()
+        return 0
+
+    helper = verbs.add_parser("help", help="list the verbs, or show one verb's flags: help [VERB]")
+    helper.add_argument("verb", nargs="?", choices=sorted(verbs.choices), metavar="VERB", help="the verb to describe")
+    helper.set_defaults(run=run_help, no_conf=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bk", description="Apache BookKeeper in Python")
+    parser = BkArgumentParser(prog="bk", description="Apache BookKeeper in Python")
+    parser.add_argument("--version", action="version", version=version())
     commands = parser.add_subparsers(dest="command", required=True)
     server_commands.register_top(commands, add_conf_args)
     autorecovery_commands.register_top(commands, add_uri_args)
     audit_commands.register_top(commands, add_uri_args)
     shell = commands.add_parser("shell", help="operator commands (BookKeeper's bookkeeper shell)")
+    shell.add_argument("-conf", "--conf", dest="shell_conf", metavar="FILE",
+                       help="bk_server.conf for the command that follows (BookKeeper's bookkeeper shell -conf)")
     shell_commands = shell.add_subparsers(dest="shell_command", required=True)
     storage_commands.register(shell_commands, add_conf_args)
     server_commands.register_shell(shell_commands, add_uri_args)
@@ -55,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     gc_commands.register_shell(shell_commands, add_uri_args)
     autorecovery_commands.register_shell(shell_commands, add_uri_args)
     recovery_commands.register_shell(shell_commands, add_uri_args)
+    cookie_commands.register_shell(shell_commands, add_uri_args)
+    format_commands.register_shell(shell_commands, add_uri_args)
+    cluster_info_commands.register_shell(shell_commands, add_uri_args)
+    update_ledger_commands.register_shell(shell_commands, add_uri_args)
+    add_help_verb(shell, shell_commands)
     ledger_commands.register_bench(commands, add_uri_args)
     return parser
 
@@ -72,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     except (BKException, OSError, ValueError) as exc:
         print(f"bk: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a command that writes stops on a flag instead (bookie/cli/interrupts.py)
+        print(f"bk: interrupted ({args.command}{' ' + args.shell_command if args.command == 'shell' else ''})",
+              file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

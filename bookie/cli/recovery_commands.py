@@ -1,9 +1,10 @@
 """``bk shell recover`` and ``bk shell decommissionbookie`` (BookKeeper's RecoverCommand and
 DecommissionCommand, over BookKeeperAdmin).
 
-    bk shell recover B... [-l LEDGER] [-dr] [-sk] [-d] -u URI
+    bk shell recover B... [-l LEDGER] [-dr] [-sk] [-d] [-f] -u URI
         copy the lost bookies' shares of every ledger on them; -dr only lists, -sk leaves open ledgers,
-        -d deletes the bookies' cookies once everything is recovered; exit 1 if anything was not
+        -d deletes the bookies' cookies once everything is recovered; asks first unless -f (or -dr);
+        exit 1 if anything was not
     bk shell decommissionbookie -bookieid B [--timeout S] -u URI
         refused while B is registered; marks its ledgers (through the auditor if one runs), waits until
         nothing references B, deletes its cookie
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from tqdm import tqdm
 
-from bookie.cli.ledger_commands import _client
+from bookie.cli.cluster_conf import client
+from bookie.cli.prompts import confirm
 from bookie.client.bookkeeper import as_ledger_id
 from bookie.client.bookkeeper_admin import BookKeeperAdmin, LedgerRecovery
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
@@ -28,6 +30,7 @@ def register_shell(commands, add_uri_args) -> None:
     recover.add_argument("-sk", "--skipopenledgers", action="store_true", help="leave open ledgers alone")
     recover.add_argument("-d", "--deletecookie", action="store_true",
                          help="delete the recovered bookies' cookies afterwards")
+    recover.add_argument("-f", "--force", action="store_true", help="recover without asking for confirmation")
     recover.set_defaults(run=run_recover)
     decommission = commands.add_parser("decommissionbookie",
                                        help="move a stopped bookie's ledgers elsewhere, then delete its cookie")
@@ -39,7 +42,12 @@ def register_shell(commands, add_uri_args) -> None:
 
 
 def run_recover(args, conf) -> int:
-    with _client(args) as bk:
+    # As BookKeeper's RecoverCommand: a recovery copies (and with -d deletes cookies) for good; a dry run only lists.
+    if not (args.force or args.dryrun) and not confirm(f"Bookies: {', '.join(args.bookies)}\nAre you sure to "
+                                                      "recover them?", "recover"):
+        print("not recovered")
+        return 1
+    with client(args) as bk:
         admin = BookKeeperAdmin(bk)
         ledger = as_ledger_id(args.ledger) if args.ledger is not None else None
         with tqdm(desc="recover", unit=" ledgers", leave=False) as bar:
@@ -61,7 +69,7 @@ def run_recover(args, conf) -> int:
 
 def run_decommission(args, conf) -> int:
     bookie = args.bookieid
-    with _client(args) as bk:
+    with client(args) as bk:
         admin = BookKeeperAdmin(bk)
         admin.ensure_down(bookie)
         manager = LedgerUnderreplicationManager(bk.store)

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import threading
 
+from bookie.cli.cluster_conf import metadata_store
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.server.conf import ConfigurationException, ServerConfiguration, read_properties
+from bookie.server.conf import ServerConfiguration, read_properties
 
 
 def register_top(commands, add_conf_args) -> None:
     bookie = commands.add_parser("bookie", help="run one bookie server")
-    add_conf_args(bookie)
+    add_conf_args(bookie, "-c")  # -c: BookieServer's own flag
     bookie.add_argument("--port", type=int, help="bookiePort: BookKeeper's native protocol (and the bookie id)")
     bookie.add_argument("--grpc-port", type=int, help="grpcPort: this project's gRPC service")
     bookie.add_argument("--metadata-service-uri", help="metadataServiceUri, e.g. zk://127.0.0.1:2181/ledgers")
@@ -34,11 +36,14 @@ def register_shell(commands, add_uri_args) -> None:
     add_uri_args(init)
     init.set_defaults(run=run_initnewcluster)
 
-    listbookies = commands.add_parser("listbookies", help="list the registered bookies")
+    # -h is BookKeeper's --hostnames here (BookieShell's ListBookiesCmd), so help is --help only.
+    listbookies = commands.add_parser("listbookies", help="list the registered bookies", add_help=False)
+    listbookies.add_argument("--help", action="help", help="show this help message and exit")
     add_uri_args(listbookies)
-    group = listbookies.add_mutually_exclusive_group()
-    group.add_argument("-rw", "--readwrite", action="store_true", help="writable bookies only")
-    group.add_argument("-ro", "--readonly", action="store_true", help="read-only bookies only")
+    listbookies.add_argument("-rw", "--readwrite", action="store_true", help="print writable bookies")
+    listbookies.add_argument("-ro", "--readonly", action="store_true", help="print read-only bookies")
+    listbookies.add_argument("-a", "--all", action="store_true", help="print all bookies (none of the three: all three)")
+    listbookies.add_argument("-h", "--hostnames", action="store_true", help="also print each bookie's host name")
     listbookies.set_defaults(run=run_listbookies)
 
     instance = commands.add_parser("whatisinstanceid", help="print the cluster's instance id")
@@ -85,7 +90,8 @@ def local_bookie_settings(path: str) -> tuple[dict[str, str], list[str]]:
     ``bk local`` sets them per bookie (so a production bk_server.conf can be used as it is). Every value is
     checked now: a bad one fails before anything starts, naming the key."""
     values = read_properties(path)
-    ServerConfiguration(values)
+    for notice in ServerConfiguration(values).notices():  # before anything starts (each bookie logs it too)
+        print(f"{path}: {notice}", flush=True)
     ignored = sorted(k for k in values if k in LOCAL_PER_BOOKIE_KEYS)
     return {k: v for k, v in values.items() if k not in LOCAL_PER_BOOKIE_KEYS}, ignored
 
@@ -119,14 +125,8 @@ def run_local(args, conf) -> int:
     return 0
 
 
-def _store(args) -> ZKMetadataStore:
-    if not args.metadata_service_uri:
-        raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
-    return ZKMetadataStore(args.metadata_service_uri, connect_timeout=args.zk_connect_timeout)
-
-
 def run_initnewcluster(args, conf) -> int:
-    with _store(args) as store:
+    with metadata_store(args) as store:
         created = store.init_new_cluster()
         print(("created cluster " if created else "cluster already exists at ") + str(store.uri)
               + f" (instance id {store.instance_id()}, layout {store.manager})")
@@ -134,19 +134,42 @@ def run_initnewcluster(args, conf) -> int:
 
 
 def run_listbookies(args, conf) -> int:
-    with _store(args) as store:
-        kinds = [False] if args.readwrite else [True] if args.readonly else [False, True]
-        for read_only in kinds:
-            bookies = store.bookies(read_only=read_only)
-            print(f"{'ReadOnly' if read_only else 'ReadWrite'} Bookies :")
-            for bookie_id in bookies:
-                print(f"  {bookie_id}")
-            if not bookies:
-                print("  none")
+    """As BookKeeper's ListBookiesCommand: the writable, read-only and all bookies (each list only if not
+    empty), each bookie with the IP and port its registration gives (and its host name with -h)."""
+    wanted = (args.readwrite, args.readonly, args.all)
+    readwrite, readonly, every = wanted if any(wanted) else (True, True, True)
+    with metadata_store(args) as store:
+        writable, read_only = store.bookies(read_only=False), store.bookies(read_only=True)
+        lists = [("ReadWrite", writable, readwrite), ("Readonly", read_only, readonly),
+                 ("All", sorted(set(writable) | set(read_only)), every)]
+        shown = False
+        for name, bookies, asked in lists:
+            if asked and bookies:
+                print(f"{name} Bookies :")
+                for bookie_id in bookies:
+                    print(describe_bookie(store, bookie_id, args.hostnames))
+                shown = True
+        if not shown:
+            print("No bookie exists!")
     return 0
 
 
+def describe_bookie(store: ZKMetadataStore, bookie_id: str, hostnames: bool) -> str:
+    """``BookieID:…, IP:…, Port:…[, Hostname:…]`` (CommandHelpers.getBookieSocketAddrStringRepresentation); the
+    address is the registration's ``bookie-rpc`` endpoint, UNKNOWN where it does not resolve."""
+    info = store.bookie_service_info(bookie_id)
+    host, _, port = (info.native_address(bookie_id) if info else bookie_id).rpartition(":")
+    try:
+        ip = socket.gethostbyname(host)
+    except OSError:
+        ip = "UNKNOWN"
+    line = f"BookieID:{bookie_id}, IP:{ip}, Port:{port or 0}"
+    if hostnames:
+        line += f", Hostname:{socket.getfqdn(host) if ip != 'UNKNOWN' else 'UNKNOWN'}"
+    return line
+
+
 def run_instanceid(args, conf) -> int:
-    with _store(args) as store:
+    with metadata_store(args) as store:
         print(f"ZKServers: {store.uri.hosts}\nZkLedgersRootPath: {store.root}\nInstanceId: {store.instance_id()}")
     return 0

@@ -5,6 +5,7 @@ Shared by ``bk bench`` and ``bench/client.py``.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import deque
 from operator import itemgetter
@@ -21,6 +22,7 @@ class WriteResult:
     entry_size: int
     latencies_ms: list[float]
     ledger_ids: list[int]
+    interrupted: bool = False  # stopped early (Ctrl-C): the figures are of what was acknowledged by then
 
     @property
     def rate(self) -> float:
@@ -37,11 +39,12 @@ class WriteResult:
 
 def write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int = 3, write_quorum: int = 2,
                      ack_quorum: int = 2, in_flight: int = 10000, ledgers: int = 1, progress=None,
-                     password: bytes = b"benchPasswd") -> WriteResult:
+                     password: bytes = b"benchPasswd", stop: threading.Event | None = None) -> WriteResult:
     """Append ``entry_size`` entries round robin over ``ledgers`` for ``seconds``, one ``append_async`` per
     entry, at most ``in_flight`` pending (give or take WINDOW_STEP): a window, the oldest waited for when
     it is full (futures complete in entry order, so the oldest are the next to complete). Each entry's
-    latency is taken by a done callback, as an application would."""
+    latency is taken by a done callback, as an application would. ``stop`` set ends it early: what was sent
+    is still waited for, and the ledgers are closed."""
     handles = [bk.create_ledger(ensemble, write_quorum, ack_quorum, password=password) for _ in range(ledgers)]
     payload = os.urandom(entry_size)
     now = time.perf_counter
@@ -54,7 +57,7 @@ def write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int =
     sent = 0
     while True:
         t = now()
-        if t >= end:
+        if t >= end or (stop is not None and stop.is_set()):
             break
         k = sent % ledgers
         future = handles[k].append_async(payload)
@@ -76,7 +79,8 @@ def write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int =
         handle.close()
     elapsed = now() - start
     latencies = [(e - s) * 1000 for ss, es in zip(starts, ends) for s, e in zip(ss, es)]
-    return WriteResult(sent, elapsed, entry_size, latencies, [h.ledger_id for h in handles])
+    return WriteResult(sent, elapsed, entry_size, latencies, [h.ledger_id for h in handles],
+                       stop is not None and stop.is_set())
 
 
 def batch_write_throughput(bk, seconds: float, entry_size: int = 1024, ensemble: int = 3, write_quorum: int = 2,

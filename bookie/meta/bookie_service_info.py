@@ -26,6 +26,8 @@ class Endpoint:
     host: str
     port: int
     protocol: str
+    auth: tuple[str, ...] = ()  # BookKeeper's auth and extensions lists (this project's bookies register none)
+    extensions: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -51,7 +53,8 @@ class BookieServiceInfo:
     def encode(self) -> bytes:
         info = BookieServiceInfoFormat()
         for e in self.endpoints:
-            info.endpoints.add(id=e.id, host=e.host, port=e.port, protocol=e.protocol)
+            info.endpoints.add(id=e.id, host=e.host, port=e.port, protocol=e.protocol, auth=e.auth,
+                               extensions=e.extensions)
         for key, value in self.properties.items():
             info.properties[key] = value
         return info.SerializeToString()
@@ -62,5 +65,6 @@ class BookieServiceInfo:
         endpoints listed, reached on its bookie id with the native protocol."""
         info = BookieServiceInfoFormat()
         info.ParseFromString(data)
-        return cls(tuple(Endpoint(e.id, e.host, e.port, e.protocol) for e in info.endpoints),
+        return cls(tuple(Endpoint(e.id, e.host, e.port, e.protocol, tuple(e.auth), tuple(e.extensions))
+                         for e in info.endpoints),
                    dict(info.properties))

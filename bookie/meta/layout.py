@@ -13,6 +13,7 @@ children even when scopes are random (UUID ids).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bookie.ledger_id import LedgerId
@@ -34,6 +35,14 @@ FACTORIES = {
     "longhierarchical": "org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory",
 }
 MAX_SHORT_ID = (1 << 31) - 1  # Integer.MAX_VALUE
+# The children of the root a ledger tree starts with (StringUtils' FLAT_LEDGER_NODE_REGEX and
+# HIERARCHICAL_LEDGER_PARENT_NODE_REGEX, which covers the legacy and the long hierarchical managers), and this
+# project's scoped ledgers.
+_LEDGER_TREE = re.compile(r"L\d{10}|\d{2,3}")
+LEDGER_ID_GEN_PREFIX = "ID-"  # ZkLedgerIdGenerator.LEDGER_ID_GEN_PREFIX
+# Beyond BookKeeper, under the root: the Spark connector's logs (bookie.meta.log_metadata.LOGS_NODE) and its
+# writers' heartbeats (spark_bookkeeper.log.RUNNING_NODE).
+CONNECTOR_NODES = ("logs", "log-writers")
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,24 @@ class LedgerLayout:
                 return cls(manager, int(version))
         raise ValueError(f"LAYOUT names ledger manager factory {factory!r}, which is not supported "
                          f"(supported: {', '.join(FACTORIES.values())})")
+
+
+def is_ledger_tree(name: str) -> bool:
+    """A child of the root that holds ledgers (AbstractZkLedgerManager.isLedgerParentNode, any manager), or
+    this project's scoped-ledger tree."""
+    return name == SCOPED or _LEDGER_TREE.fullmatch(name) is not None
+
+
+def is_id_generator(name: str) -> bool:
+    """AbstractZkLedgerManager.isLeadgerIdGeneratorZnode."""
+    return name in (IDGEN, IDGEN_LONG) or name.startswith(LEDGER_ID_GEN_PREFIX)
+
+
+def is_cluster_node(name: str) -> bool:
+    """A child of the root that BookKeeper (AbstractZkLedgerManager.isSpecialZnode, a ledger tree) or this
+    project puts there; anything else is a stranger's, which nukeexistingcluster refuses to delete."""
+    return (name in (AVAILABLE_NODE, COOKIE_NODE, LAYOUT_ZNODE, INSTANCEID, UNDER_REPLICATION_NODE, *CONNECTOR_NODES)
+            or is_id_generator(name) or is_ledger_tree(name))
 
 
 def ledger_path(root: str, manager: str, ledger: LedgerId) -> str:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
-from bookie.meta.layout import IDGEN, IDGEN_LONG, MAX_SHORT_ID
+from bookie.meta.layout import IDGEN, IDGEN_LONG, LEDGER_ID_GEN_PREFIX as ID_PREFIX, MAX_SHORT_ID
 
-ID_PREFIX = "ID-"
 HOB_PREFIX = "HOB-"
 
 

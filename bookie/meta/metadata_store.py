@@ -47,6 +47,13 @@ class MetadataStore(abc.ABC):
     def instance_id(self) -> str:
         """The cluster's instance id (BKZKException if the cluster was never initialised)."""
 
+    @abc.abstractmethod
+    def format_metadata(self) -> None:
+        """BookKeeperAdmin.format's metadata part (the ledger manager's format, then the registration manager's):
+        delete every ledger, ledger id generator, cookie, under-replication mark and lock, and the connector's
+        logs; write a new LAYOUT and INSTANCEID, creating the root, available and readonly if missing.
+        Registrations and the auditor's settings stay."""
+
     # -- ledgers -------------------------------------------------------------------------------------
     @abc.abstractmethod
     def generate_ledger_id(self) -> int: ...
@@ -147,8 +154,9 @@ class MetadataStore(abc.ABC):
     def delete_cookie(self, bookie_id: str) -> None: ...
 
     # -- plain nodes, for the layers above (e.g. the Spark connector's logs) ---------------------------
-    # Paths are relative to the root. Conflicts are BKMetadataVersionException; a lost connection is
-    # BKZKConnectionLossException (the change may or may not have been applied).
+    # Paths are relative to the root ("" is the root itself for read_node, node_children and delete_tree).
+    # Conflicts are BKMetadataVersionException; a lost connection is BKZKConnectionLossException (the change
+    # may or may not have been applied).
     @abc.abstractmethod
     def read_node(self, path: str) -> Versioned[bytes] | None:
         """The node's data, version and mtime; None if there is no such node."""
@@ -161,6 +169,10 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def delete_node(self, path: str, version: int = -1) -> bool:
         """Delete (at ``version``, or any with -1); False if it was not there or still has children."""
+
+    @abc.abstractmethod
+    def delete_tree(self, path: str) -> None:
+        """Delete the node and everything under it, if it is there ("" is the root: the whole cluster)."""
 
     @abc.abstractmethod
     def node_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:

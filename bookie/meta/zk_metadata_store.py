@@ -39,6 +39,12 @@ from bookie.meta.service_uri import MetadataServiceUri
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 LOST_CONNECTION = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)  # kazoo's: the request is in doubt
+# What metaformat deletes besides the ledger trees and id generators (ZKRegistrationManager.format and the
+# ledger manager factory's format): under the root, and under underreplication (the marks and the locks; the
+# auditor's settings stay).
+FORMATTED_NODES = (layout.COOKIE_NODE, layout.INSTANCEID, layout.LAYOUT_ZNODE, *layout.CONNECTOR_NODES)
+FORMATTED_UNDER_REPLICATION = (layout.UNDER_REPLICATED_LEDGERS, layout.SCOPED_UNDER_REPLICATED_LEDGERS,
+                               f"{layout.UNDER_REPLICATION_NODE}/locks")
 
 
 def _answer(result):
@@ -80,6 +86,10 @@ class ZKMetadataStore(MetadataStore):
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
+    def _node_path(self, path: str) -> str:
+        """A plain node's path (relative to the root; "" is the root itself)."""
+        return self._path(path) if path else self.root
+
     @property
     def manager(self) -> str:
         """The ledger manager of the cluster's LAYOUT (hierarchical for a cluster without one)."""
@@ -118,10 +128,11 @@ class ZKMetadataStore(MetadataStore):
                 raise self._zk_error(what, exc) from None
         return retry_when_reconnected(attempt, lambda: self.zk.connected, 2 * self.zk_timeout_ms / 1000.0)
 
-    def _delete_if_there(self, what: str, path: str) -> None:
-        """Delete ``path``, sent again after a lost reply (a node gone already is deleted)."""
+    def _delete_if_there(self, what: str, path: str, recursive: bool = False) -> None:
+        """Delete ``path`` (and everything under it if ``recursive``), sent again after a lost reply (a node gone
+        already is deleted)."""
         try:
-            self._retrying(what, lambda: self.zk.delete(path))
+            self._retrying(what, lambda: self.zk.delete(path, recursive=recursive))
         except NoNodeError:
             pass
         except KazooException as exc:
@@ -136,9 +147,14 @@ class ZKMetadataStore(MetadataStore):
             self._retrying("initnewcluster", lambda: self.zk.ensure_path(self.root))  # every parent of the root too
         except KazooException as exc:
             raise self._zk_error("initnewcluster", exc) from None
+        return self._create_cluster_nodes("initnewcluster", manager, layout.AVAILABLE_NODE,
+                                          f"{layout.AVAILABLE_NODE}/{layout.READONLY}")
+
+    def _create_cluster_nodes(self, what: str, manager: str, *empty: str) -> bool:
+        """Create the ``empty`` nodes, LAYOUT and a new INSTANCEID in one transaction; False if one exists."""
         tx = self.zk.transaction()
-        tx.create(self._path(layout.AVAILABLE_NODE), b"")
-        tx.create(self._path(layout.AVAILABLE_NODE, layout.READONLY), b"")
+        for path in empty:
+            tx.create(self._path(path), b"")
         tx.create(self._path(layout.LAYOUT_ZNODE), layout.LedgerLayout(manager).encode())
         tx.create(self._path(layout.INSTANCEID), str(uuid.uuid4()).encode())
         results = tx.commit()
@@ -146,9 +162,25 @@ class ZKMetadataStore(MetadataStore):
         if errors:
             if any(isinstance(e, NodeExistsError) for e in errors):
                 return False
-            raise self._zk_error("initnewcluster", errors[0])
+            raise self._zk_error(what, errors[0])
         self._manager = manager
         return True
+
+    def format_metadata(self) -> None:
+        for name in self._children(self.root):
+            if layout.is_ledger_tree(name) or layout.is_id_generator(name) or name in FORMATTED_NODES:
+                self.delete_tree(name)
+        for path in FORMATTED_UNDER_REPLICATION:
+            self.delete_tree(path)
+        readonly = self._path(layout.AVAILABLE_NODE, layout.READONLY)
+        try:
+            self._retrying("metaformat", lambda: self.zk.ensure_path(readonly))  # the root and available too
+        except KazooException as exc:
+            raise self._zk_error("metaformat", exc) from None
+        self._manager = None
+        if not self._create_cluster_nodes("metaformat", self.uri.layout or "hierarchical"):
+            raise BKZKException(f"metaformat of {self.uri}: another process created {layout.LAYOUT_ZNODE} or "
+                                f"{layout.INSTANCEID} meanwhile; run it again once that process is done")
 
     def instance_id(self) -> str:
         try:
@@ -438,12 +470,13 @@ class ZKMetadataStore(MetadataStore):
 
     # -- plain nodes ---------------------------------------------------------------------------------
     def read_node(self, path: str) -> Versioned[bytes] | None:
+        full = self._node_path(path)
         try:
-            data, stat = self._retrying(f"read of {self._path(path)}", lambda: self.zk.get(self._path(path)))
+            data, stat = self._retrying(f"read of {full}", lambda: self.zk.get(full))
         except NoNodeError:
             return None
         except KazooException as exc:
-            raise self._zk_error(f"read of {self._path(path)}", exc) from None
+            raise self._zk_error(f"read of {full}", exc) from None
         return Versioned(data, stat.version, stat.mtime)
 
     def write_node(self, path: str, data: bytes, version: int | None) -> Versioned[bytes]:
@@ -483,18 +516,22 @@ class ZKMetadataStore(MetadataStore):
         except KazooException as exc:
             raise self._zk_error(f"delete of {full}", exc) from None
 
+    def delete_tree(self, path: str) -> None:
+        full = self._node_path(path)
+        self._delete_if_there(f"delete of {full}", full, recursive=True)
+
     def node_children(self, path: str, watch=None) -> list[str]:
+        full = self._node_path(path)
         if watch is None:
-            return sorted(self._children(self._path(path)))
+            return sorted(self._children(full))
         with self._lock:  # one kazoo watcher per callable: kazoo keeps a set, so re-arming does not pile up
             watcher = self._watchers.setdefault(watch, lambda event: watch())
         try:
-            return sorted(self._retrying(f"listing {self._path(path)}",
-                                         lambda: self.zk.get_children(self._path(path), watch=watcher)))
+            return sorted(self._retrying(f"listing {full}", lambda: self.zk.get_children(full, watch=watcher)))
         except NoNodeError:
             return []
         except KazooException as exc:
-            raise self._zk_error(f"listing {self._path(path)}", exc) from None
+            raise self._zk_error(f"listing {full}", exc) from None
 
     def create_node(self, path: str, data: bytes, ephemeral: bool = False, sequential: bool = False) -> str:
         full = self._path(path)

@@ -28,7 +28,7 @@ class AutoRecoveryMain:
     def __init__(self, conf, participant_id: str | None = None):
         self.conf = conf
         self.id = participant_id or default_id(conf)
-        self.store = ZKMetadataStore(conf["metadataServiceUri"], zk_timeout_ms=conf["zkTimeout"])
+        self.store = ZKMetadataStore(conf.metadata_service_uri, zk_timeout_ms=conf["zkTimeout"])
         self.manager = LedgerUnderreplicationManager(self.store, self.id)
         self._client = None
         self._auditor: Auditor | None = None
@@ -52,7 +52,7 @@ class AutoRecoveryMain:
         from bookie.client import BookKeeper
         with self._lock:
             if self._client is None:  # one configuration for both, as BookKeeper's: the same session timeout
-                self._client = BookKeeper(self.conf["metadataServiceUri"], {"zkTimeout": self.conf["zkTimeout"]})
+                self._client = BookKeeper(self.conf.metadata_service_uri, {"zkTimeout": self.conf["zkTimeout"]})
             return self._client
 
     def _bookie_client(self, bookie: str):

@@ -47,7 +47,7 @@ STOP_GRACE = 2.0  # seconds each server gets, on a clean stop, to finish what it
 
 class BookieServer:
     def __init__(self, conf: ServerConfiguration):
-        if not conf["metadataServiceUri"]:
+        if not conf.metadata_service_uri:
             raise ConfigurationException("metadataServiceUri is not set: a bookie registers in ZooKeeper, "
                                      "e.g. zk://127.0.0.1:2181/ledgers")
         if conf["grpcPort"] == conf["bookiePort"]:
@@ -72,7 +72,7 @@ class BookieServer:
     async def start(self) -> None:
         keep_large_buffers()
         conf = self.conf
-        self.store = ZKMetadataStore(conf["metadataServiceUri"], conf["zkTimeout"])
+        self.store = ZKMetadataStore(conf.metadata_service_uri, conf["zkTimeout"])
         instance_id = self.store.instance_id()
         registered = read_registered_cookie(self.store, self.bookie_id)
         self.bookie = Bookie(conf).start(instance_id, registered.value if registered else None, self.store)
@@ -160,6 +160,8 @@ def _names(host: str, ip: str) -> bool:
 
 async def serve(conf: ServerConfiguration, ready=None) -> None:
     """Run a bookie until SIGTERM or SIGINT."""
+    for notice in conf.notices():  # once, where the operator looks: the bookie's log
+        log.warning(notice)
     server = BookieServer(conf)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -13,6 +13,7 @@ at the server's start.
 """
 from __future__ import annotations
 
+import difflib
 import fcntl
 import ipaddress
 import logging
@@ -21,7 +22,9 @@ import re
 import socket
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
+
+import jproperties
 
 from bookie.exceptions import ConfigurationException
 
@@ -92,7 +95,11 @@ OPTIONS: dict[str, Option] = {
     "bookieId": _o("bookieid", "", "custom bookie id (BP-41), e.g. bookie-1: its name in ledger metadata, cookies "
                    "and the registration, whose endpoints say where it listens; default: the bookie address "
                    "(host:bookiePort)"),
-    "metadataServiceUri": _o("str", "", "zk://host:port/ledgers"),
+    "metadataServiceUri": _o("str", "", "zk://host:port/ledgers (servers separated by ';'); unset: made from "
+                             "zkServers and zkLedgersRootPath"),
+    "zkServers": _o("str", "", "BookKeeper's older way to name ZooKeeper: host:port,host:port; used with "
+                    "zkLedgersRootPath when metadataServiceUri is unset"),
+    "zkLedgersRootPath": _o("str", "/ledgers", "with zkServers: the ledgers' root znode"),
     "zkTimeout": _o("int", 10000, "ZooKeeper session timeout, ms", 1),
     "allowStorageExpansion": _o("bool", False, "allow adding ledger dirs to an existing bookie"),
     # Journal
@@ -182,6 +189,13 @@ OPTIONS: dict[str, Option] = {
                                        "with the striping; what it finds is marked (0: off)", 0),
 }
 
+# BookKeeper settings this bookie cannot honour: the value it does honour, and what it does instead.
+UNSUPPORTED = {
+    "ledgerStorageClass": ("InterleavedLedgerStorage",
+                           "this bookie stores ledgers as InterleavedLedgerStorage does (entry logs and .idx index "
+                           "files); DbLedgerStorage (RocksDB) and SortedLedgerStorage are not implemented"),
+}
+
 # Other spellings of a key: BookKeeper's own key where ours differs (ServerConfiguration's ENTRY_LOG_SIZE_LIMIT),
 # and the spelling of its setter.
 ALIASES = {"logSizeLimit": "entryLogSizeLimit", "verifyMetadataOnGc": "verifyMetadataOnGC"}
@@ -212,8 +226,7 @@ class ServerConfiguration(Mapping[str, Any]):
         key = ALIASES.get(key, key)
         option = OPTIONS.get(key)
         if option is None:
-            log.warning("unknown configuration key %s (kept, not used)", key)
-            self.unknown[key] = value
+            self.unknown[key] = value  # said once by notices(), at a server's start, not by every command
             return
         try:
             parsed = option.parse(value) if isinstance(value, str) else _coerce(option, value)
@@ -235,6 +248,30 @@ class ServerConfiguration(Mapping[str, Any]):
         return len(self._values)
 
     # Derived values, named as BookKeeper's getters.
+    def notices(self) -> list[str]:
+        """What this configuration asks that is not done, one line each: a BookKeeper setting this bookie cannot
+        honour and what it does instead; the keys it does not know (a misspelt one with the key it resembles)."""
+        lines = []
+        for key, (honoured, instead) in UNSUPPORTED.items():
+            value = self.unknown.get(key)
+            if value is not None and str(value).rsplit(".", 1)[-1] != honoured:
+                lines.append(f"{key}={value} is not supported: {instead}")
+        others = [k for k in self.unknown if k not in UNSUPPORTED]
+        if others:
+            named = [k + (f" (did you mean {close[0]}?)" if (close := difflib.get_close_matches(k, OPTIONS, 1, 0.85))
+                          else "") for k in sorted(others)]
+            lines.append(f"configuration keys this bookie does not use (kept, no effect): {', '.join(named)}")
+        return lines
+
+    @property
+    def metadata_service_uri(self) -> str:
+        """metadataServiceUri, else the URI zkServers and zkLedgersRootPath make (BookKeeper's
+        AbstractConfiguration.getMetadataServiceUri); "" when neither is set."""
+        if self["metadataServiceUri"] or not self["zkServers"]:
+            return self["metadataServiceUri"]
+        servers = ";".join(s.strip() for s in self["zkServers"].split(",") if s.strip())
+        return f"zk://{servers}{self['zkLedgersRootPath']}"  # the layout: the cluster's LAYOUT znode
+
     @property
     def journal_dirs(self) -> list[str]:
         dirs = self["journalDirectories"] or ([self["journalDirectory"]] if self["journalDirectory"] else [])
@@ -386,21 +423,12 @@ def _coerce(option: Option, value: Any) -> Any:
 
 
 def read_properties(path: str | os.PathLike) -> dict[str, str]:
-    """Parse a Java-properties file: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` continuations."""
-    values: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        lines: Iterable[str] = f.read().splitlines()
-    pending = ""
-    for raw in lines:
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            raise ConfigurationException(f"{path}: line {raw!r} is not key=value")
-        values[line[:cut].strip()] = line[cut + 1:].strip()
-    return values
+    """A Java-properties file read as java.util.Properties reads it (jproperties): ``key=value``, ``key: value``
+    and ``key value``, ``#``/``!`` comments, ``\\`` continuations and escapes (``key\\:x=1`` is the key ``key:x``)."""
+    properties = jproperties.Properties()
+    with open(path, "rb") as f:
+        try:
+            properties.load(f, "utf-8")
+        except jproperties.ParseError as exc:
+            raise ConfigurationException(f"{path} is not a Java properties file: {exc}") from None
+    return {key: value.data for key, value in properties.items()}

@@ -30,8 +30,10 @@ class Cookie:
         def dir_list(dirs) -> str:
             return "\t".join([str(len(dirs)), *dirs])
 
+        # As BookKeeper's Cookie.generateCookie: journal directories comma-joined, ledger and index directories
+        # as encodeDirPaths (their count, then each, tab-separated).
         lines = [str(COOKIE_VERSION), f'bookieHost: "{self.bookie_host}"',
-                 f'journalDir: "{dir_list(self.journal_dirs)}"', f'ledgerDirs: "{dir_list(self.ledger_dirs)}"']
+                 f'journalDir: "{",".join(self.journal_dirs)}"', f'ledgerDirs: "{dir_list(self.ledger_dirs)}"']
         if self.instance_id:
             lines.append(f'instanceId: "{self.instance_id}"')
         if self.index_dirs:
@@ -53,23 +55,27 @@ class Cookie:
             if key not in fields:
                 return None
             parts = fields[key].split("\t")
-            return tuple(parts[1:]) if len(parts) > 1 and parts[0].isdigit() else tuple(parts)
+            if len(parts) > 1 and parts[0].isdigit():  # encodeDirPaths (journal directories too, in older cookies)
+                return tuple(parts[1:])
+            return tuple(p for p in fields[key].split(",") if p) if key == "journalDir" else tuple(parts)
 
         if "bookieHost" not in fields:
             raise CookieException(f"{source}: cookie has no bookieHost")
         return cls(fields["bookieHost"], dirs("journalDir") or (), dirs("ledgerDirs") or (),
                    fields.get("instanceId"), dirs("indexDirs"))
 
-    def mismatch(self, other: "Cookie") -> str | None:
-        """What differs from ``other`` (the expected cookie), or None."""
-        checks = [("bookie id", self.bookie_host, other.bookie_host),
-                  ("journal directories", self.journal_dirs, other.journal_dirs),
-                  ("ledger directories", self.ledger_dirs, other.ledger_dirs),
-                  ("index directories", self.index_dirs or self.ledger_dirs, other.index_dirs or other.ledger_dirs)]
+    def mismatch(self, other: "Cookie", superset: bool = False) -> str | None:
+        """What differs from ``other`` (the expected cookie), or None (Cookie.verify). ``superset``: ``other``'s
+        ledger and index directories may add to this cookie's (Cookie.verifyIsSuperSet: storage expansion)."""
+        checks = [("bookie id", self.bookie_host, other.bookie_host, False),
+                  ("journal directories", self.journal_dirs, other.journal_dirs, False),
+                  ("ledger directories", self.ledger_dirs, other.ledger_dirs, superset),
+                  ("index directories", self.index_dirs or self.ledger_dirs, other.index_dirs or other.ledger_dirs,
+                   superset)]
         if self.instance_id and other.instance_id:
-            checks.append(("cluster instance id", self.instance_id, other.instance_id))
-        for what, found, expected in checks:
-            if found != expected:
+            checks.append(("cluster instance id", self.instance_id, other.instance_id, False))
+        for what, found, expected, grows in checks:
+            if (not set(found) <= set(expected)) if grows else found != expected:
                 return f"{what}: cookie says {found}, this bookie is configured with {expected}"
         return None
 
@@ -115,6 +121,11 @@ def _has_data(directory: str) -> bool:
     return os.path.isdir(current) and any(n != COOKIE_FILE for n in os.listdir(current))
 
 
+def cookie_dirs(conf) -> list[str]:
+    """Every directory that holds the bookie's cookie: journal, ledger and index directories, each once."""
+    return list(dict.fromkeys([*conf.journal_dirs, *conf.ledger_dirs, *conf.index_dirs]))
+
+
 def expected_cookie(conf, instance_id: str | None = None) -> Cookie:
     index = tuple(conf.index_dirs) if conf["indexDirectories"] else None
     return Cookie(conf.bookie_id, tuple(conf.journal_dirs), tuple(conf.ledger_dirs), instance_id, index)
@@ -127,8 +138,7 @@ def check_cookies(conf, instance_id: str | None = None, registered: Cookie | Non
     the directory and what is wrong, and what the operator can do about it.
     """
     expected = expected_cookie(conf, instance_id)
-    dirs = list(dict.fromkeys([*conf.journal_dirs, *conf.ledger_dirs, *conf.index_dirs]))
-    found = {d: read_cookie(d) for d in dirs}
+    found = {d: read_cookie(d) for d in cookie_dirs(conf)}
     present = {d: c for d, c in found.items() if c is not None}
     if registered is not None and instance_id and registered.instance_id and registered.instance_id != instance_id:
         raise CookieException(f"the cookie of bookie {expected.bookie_host} in the metadata store is for cluster "
@@ -149,7 +159,7 @@ def check_cookies(conf, instance_id: str | None = None, registered: Cookie | Non
             f"directories {', '.join(missing)} have no cookie while this bookie has been started before "
             "(other directories or the metadata store have its cookie): they were wiped, replaced or newly added. "
             "Starting would lose acknowledged entries. Restore the data, or decommission the bookie and format it "
-            "(bk shell bookieformat) to start it empty.")
+            "with its cookie (bk shell bookieformat -deleteCookie) to start it empty.")
     if missing:
         with_data = [d for d in missing if _has_data(d)]
         if with_data:

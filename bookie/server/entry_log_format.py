@@ -35,6 +35,21 @@ def log_path(ledger_dir: str, log_id: int) -> str:
     return os.path.join(ledger_dir, "current", f"{log_id:x}.log")
 
 
+def entry_log_paths(ledger_dirs: list[str]) -> dict[int, str]:
+    """The entry logs in the ledger directories, by id: every ``current/<hex id>.log`` file (a compaction's
+    ``.compacting`` / ``.compacted`` files are not entry logs yet)."""
+    paths: dict[int, str] = {}
+    for ledger_dir in ledger_dirs:
+        current = os.path.join(ledger_dir, "current")
+        for name in os.listdir(current) if os.path.isdir(current) else ():
+            if name.endswith(".log"):
+                try:
+                    paths[int(name[:-4], 16)] = os.path.join(current, name)
+                except ValueError:
+                    pass  # not one of ours
+    return paths
+
+
 def encode_log_header(map_offset: int = 0, ledgers_count: int = 0) -> bytes:
     """The 1024-byte header of an entry log (map offset 0: not finished yet)."""
     return LOG_HEADER.pack(LOG_MAGIC, LOG_HEADER_VERSION, map_offset, ledgers_count).ljust(LOG_HEADER_SIZE, b"\0")

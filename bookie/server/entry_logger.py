@@ -43,7 +43,8 @@ from bookie.exceptions import EntryLogCorruptedException
 from bookie.ledger_id import LedgerId
 from bookie.proto import entry_format
 from bookie.server.entry_log_format import (LOG_HEADER, LOG_HEADER_SIZE, LOG_MAGIC, MAX_LOG_SIZE, decode_ledgers_map,
-                                            encode_ledgers_map, encode_log_header, location, log_id_in, log_path)
+                                            encode_ledgers_map, encode_log_header, entry_log_paths, location,
+                                            log_id_in, log_path)
 from bookie.util.io import drop_clean_pages, drop_written_pages, pwritev_all, read_ahead, start_writeback
 
 log = logging.getLogger(__name__)
@@ -88,16 +89,9 @@ class EntryLogger:
         self._stopping = False
         self._write_error: OSError | None = None
         self._writeback_error: OSError | None = None  # written pages lost: no checkpoint may pass
-        self._paths: dict[int, str] = {}
         for ledger_dir in ledger_dirs:
-            current = os.path.join(ledger_dir, "current")
-            os.makedirs(current, exist_ok=True)
-            for name in os.listdir(current):
-                if name.endswith(".log"):
-                    try:
-                        self._paths[int(name[:-4], 16)] = os.path.join(current, name)
-                    except ValueError:
-                        pass
+            os.makedirs(os.path.join(ledger_dir, "current"), exist_ok=True)
+        self._paths: dict[int, str] = entry_log_paths(ledger_dirs)
         self._read_fds: dict[int, int] = {}
         self._read_ahead_to: dict[int, int] = {}  # log id -> the end of what the kernel was asked to read ahead
         self._ledgers_map: dict[LedgerId, int] = {}

@@ -179,7 +179,7 @@ class InterleavedLedgerStorage:
                 data = self.entry_logger.read_record(loc)
             except (EntryLogCorruptedException, OSError) as exc:
                 raise EntryCorruptedException(f"ledger {ledger} entry {entry_id}: {exc}") from None
-        _check_ids(data, 0, ledger, entry_id, loc)
+        check_ids(data, 0, ledger, entry_id, loc)
         return data
 
     def read_framed_parts(self, ledger: LedgerId, first: int, last: int, max_bytes: int,
@@ -327,7 +327,7 @@ class InterleavedLedgerStorage:
                 framed = self.entry_logger.read_framed(loc)
             except (EntryLogCorruptedException, OSError) as exc:
                 raise self._log_read_failure(loc >> 32, f"ledger {ledger} entry {entry_id}", exc) from None
-            _check_ids(framed, entry_format.FRAME_LEN, ledger, entry_id, loc)
+            check_ids(framed, entry_format.FRAME_LEN, ledger, entry_id, loc)
             parts.append(framed)
             count += 1
             total += len(framed)
@@ -356,7 +356,7 @@ class InterleavedLedgerStorage:
         except (EntryLogCorruptedException, OSError) as exc:
             raise self._log_read_failure(log_id, f"ledger {ledger} entries {ids[0]}..{ids[-1]}", exc) from None
         if len(ids) == 1:
-            _check_ids(tail, entry_format.FRAME_LEN, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
+            check_ids(tail, entry_format.FRAME_LEN, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
             return [tail], 1, len(tail)
         rel = offs[:-1] - (int(offs[0]) - entry_format.FRAME_LEN)  # where each record (after its size) starts in span
         data = np.frombuffer(span, dtype=np.uint8)
@@ -371,8 +371,8 @@ class InterleavedLedgerStorage:
         wrong = np.flatnonzero((lids != ledger.ledger_id) | (eids != ids[:-1]))
         if len(wrong):
             k = int(wrong[0])
-            _check_ids(span, int(rel[k]), ledger, int(ids[k]), (log_id << 32) | int(offs[k]))
-        _check_ids(tail, entry_format.FRAME_LEN, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
+            check_ids(span, int(rel[k]), ledger, int(ids[k]), (log_id << 32) | int(offs[k]))
+        check_ids(tail, entry_format.FRAME_LEN, ledger, int(ids[-1]), (log_id << 32) | int(offs[-1]))
         used = np.cumsum(sizes + entry_format.FRAME_LEN)
         cut = int(np.searchsorted(used, budget)) + 1  # entries up to the one that reaches the budget
         if cut < len(ids):
@@ -461,7 +461,7 @@ def _holds(buf, offset: int, ledger: LedgerId, entry_id: int) -> bool:
     return eid == entry_id and lid == ledger.ledger_id and scope == ledger.scope_id
 
 
-def _check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:
+def check_ids(buf, offset: int, ledger: LedgerId, entry_id: int, loc: int) -> None:
     """EntryCorruptedException, saying what is there instead, unless the record at ``offset`` ``_holds`` the entry."""
     if _holds(buf, offset, ledger, entry_id):
         return

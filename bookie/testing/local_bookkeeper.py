@@ -9,6 +9,7 @@ cookie's name.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from bookie.exceptions import ProcessStartException
+from bookie.exceptions import PortInUseException, ProcessStartException
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.testing.zookeeper_server import ZooKeeperServer
 from bookie.util.processes import free_ports, stop_process, tail
@@ -32,6 +33,9 @@ LOCAL_BOOKIE_SETTINGS = {"zkTimeout": 4000, "journalFlushWhenQueueEmpty": True, 
 
 PORT_ATTEMPTS = 3  # a new bookie whose port was taken before it bound it gets new ports, this many times
 ADDRESS_IN_USE = "address already in use"
+# A cluster's bookie ports, kept in its directory: a bookie's port is its id (in its cookie and in every
+# ledger's ensemble), so a cluster started again on the same directory must give each bookie the same ports.
+PORTS_FILE = "bookie-ports.json"
 
 
 @dataclass
@@ -69,6 +73,7 @@ class LocalBookie(BookieProcess):
 
     port: int = 0
     grpc_port: int = 0
+    kept: bool = False  # its ports come from the directory's PORTS_FILE: it may hold data, its id is fixed
 
     @property
     def bookie_id(self) -> str:
@@ -130,14 +135,42 @@ class LocalBookKeeper:
         self.root = root
         self.settings = {**LOCAL_BOOKIE_SETTINGS, **(bookie_settings or {})}
         self.bookies: list[LocalBookie] = []
+        self._kept = self._kept_ports()
         for i in range(num_bookies):
-            self.bookies.append(self._new_bookie(i))
+            self.bookies.append(self._kept_bookie(i, *self._kept[i]) if i < len(self._kept) else self._new_bookie(i))
         self.autorecovery: list[subprocess.Popen] = []  # ``bk autorecovery`` processes it started
 
     @property
     def ports(self) -> list[int]:
         """The ports its bookies listen on (bookiePort and grpcPort of each)."""
         return [p for b in self.bookies for p in (b.port, b.grpc_port)]
+
+    @property
+    def _ports_file(self) -> str:
+        return os.path.join(self.base_dir, PORTS_FILE)
+
+    def _kept_ports(self) -> list[tuple[int, int]]:
+        """(bookiePort, grpcPort) of each bookie a cluster on this directory had, in order; none for a new one."""
+        try:
+            with open(self._ports_file) as f:
+                return [(int(p), int(g)) for p, g in json.load(f)["bookies"]]
+        except FileNotFoundError:
+            return []
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProcessStartException(f"{self._ports_file} is not a list of bookie ports ({exc}): a local cluster "
+                                        "keeps its bookies' ports there; restore it or start on a new directory")
+
+    def _keep_ports(self) -> None:
+        tmp = self._ports_file + ".tmp"
+        with open(tmp, "w") as f:
+            # Bookies of the directory not started this time keep their ports too.
+            json.dump({"bookies": [[b.port, b.grpc_port] for b in self.bookies]
+                       + [list(p) for p in self._kept[len(self.bookies):]]}, f)
+        os.replace(tmp, self._ports_file)
+
+    def _kept_bookie(self, index: int, port: int, grpc_port: int) -> LocalBookie:
+        return LocalBookie(index, os.path.join(self.base_dir, f"bookie-{index}"), port=port, grpc_port=grpc_port,
+                           kept=True)
 
     def _new_bookie(self, index: int) -> LocalBookie:
         """A bookie with two free ports of its own (bookiePort, grpcPort), none its bookies have (nor the ports
@@ -159,6 +192,7 @@ class LocalBookKeeper:
                 self.start_bookie(bookie.index, wait=False)
             for bookie in self.bookies:
                 self._wait_first_start(bookie.index, timeout)
+            self._keep_ports()
         except BaseException:
             self.stop()
             raise
@@ -169,12 +203,14 @@ class LocalBookKeeper:
         self.bookies.append(bookie)
         self.start_bookie(bookie.index, wait=False, **settings)
         self._wait_first_start(bookie.index)
+        self._keep_ports()
         return self.bookies[bookie.index]
 
     def _wait_first_start(self, index: int, timeout: float = 60.0) -> None:
         """Wait for a new bookie to register. Its ports were free when picked, but another process can take
         one before the bookie binds it (an outgoing connection's ephemeral port): a new bookie, which holds
-        nothing yet, then starts afresh on new ports (a restart keeps its ports: they are its id)."""
+        nothing yet, then starts afresh on new ports (a restart keeps its ports: they are its id; so does a
+        bookie of a cluster started again on its directory, which is told so)."""
         for attempt in range(PORT_ATTEMPTS):
             try:
                 self.wait_registered(index, timeout)
@@ -182,6 +218,13 @@ class LocalBookKeeper:
             except ProcessStartException as exc:
                 if ADDRESS_IN_USE not in str(exc) or attempt == PORT_ATTEMPTS - 1:
                     raise
+                kept = self.bookies[index]
+                if kept.kept:
+                    raise PortInUseException(
+                        f"bookie {kept.bookie_id} cannot listen: port {kept.port} or {kept.grpc_port} is held by "
+                        f"another process. A local cluster's bookies keep their ports ({self._ports_file}), since a "
+                        "bookie's port is its id in its cookie and in every ledger it holds: free the port and "
+                        "start again") from None
             taken = self.bookies[index]
             shutil.rmtree(taken.directory, ignore_errors=True)
             self.bookies[index] = self._new_bookie(index)

@@ -14,8 +14,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from bookie.exceptions import ProcessStartException
-from bookie.util.processes import free_port, free_ports, stop_process, tail, wait_for_port
+from bookie.exceptions import PortInUseException, ProcessStartException
+from bookie.util.processes import free_port, free_ports, port_taken, stop_process, tail, wait_for_port
 
 
 def zookeeper_classpath() -> str:
@@ -60,19 +60,46 @@ class ZooKeeperServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> "ZooKeeperServer":
-        os.makedirs(os.path.join(self.data_dir, "data"), exist_ok=True)
+        """Start the server and wait until it answers. A port another server holds (a ZooKeeper of a Pulsar
+        standalone, say) is refused first: this server would die on it while the other answered in its place,
+        and bookies started next would join that other cluster."""
+        if port_taken(self.bind_address, self.port):
+            raise PortInUseException(
+                f"ZooKeeper's client port {self.bind_address}:{self.port} is already in use (another ZooKeeper, "
+                "such as a Pulsar standalone's, or another program): not starting, since bookies would join "
+                "whatever answers there. Stop that program or pick another port (bk local --zk-port; 0: any free "
+                "port)")
+        data = os.path.join(self.data_dir, "data")
+        os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.data_dir, "zoo.cfg")
         with open(cfg, "w") as f:
-            f.write(f"tickTime={self.tick_time}\ndataDir={os.path.join(self.data_dir, 'data')}\n"
+            f.write(f"tickTime={self.tick_time}\ndataDir={data}\n"
                     f"clientPort={self.port}\nclientPortAddress={self.bind_address}\nmaxClientCnxns=0\n"
-                    "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n")
+                    "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,conf\n")
         self.proc = launch_java("org.apache.zookeeper.server.ZooKeeperServerMain", cfg, self.log_path, self.heap_mb)
         try:
             wait_for_port(self.port, self.proc, timeout, "ZooKeeper", self.log_path)
+            self._check_it_is_this_one(data, timeout)
         except ProcessStartException:
             self.stop()
             raise
         return self
+
+    def _check_it_is_this_one(self, data: str, timeout: float = 60.0) -> None:
+        """The server answering on the port is the one started here: its ``conf`` names this data directory
+        (a server that took the port meanwhile, or refuses ``conf``, does not). A server still starting answers
+        nothing yet: asked again while this one's process runs."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = four_letter_word(self.port, "conf")
+            served = next((line.split("=", 1)[1] for line in answer.splitlines() if line.startswith("dataDir=")), "")
+            if served or time.monotonic() > deadline or self.proc is None or self.proc.poll() is not None:
+                break
+            time.sleep(0.05)  # asking a server process that is starting
+        if not os.path.realpath(served).startswith(os.path.realpath(data)):
+            raise ProcessStartException(
+                f"127.0.0.1:{self.port} is answered by another ZooKeeper (its data directory: {served or 'not told'}; "
+                f"this one's: {data}):\n{tail(self.log_path)}")
 
     def stop(self) -> None:
         if self.proc is not None:

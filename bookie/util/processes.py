@@ -18,6 +18,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_taken(host: str, port: int) -> bool:
+    """Whether something listens on (or holds) ``host:port`` now: a bind with SO_REUSEADDR fails only then."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def free_ports(count: int, taken: Iterable[int] = ()) -> list[int]:
     """``count`` distinct free ports, none of them in ``taken``. The kernel may hand the same free port
     out twice in a row once it is closed again, and two bookies of one cluster on one port share a bookie

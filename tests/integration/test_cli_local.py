@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
 import sys
+
+import pytest
 
 from bookie.client import BookKeeper
 from bookie.util.processes import stop_process
@@ -60,3 +63,61 @@ def test_local_refuses_a_bad_value_before_starting_anything(tmp_path):
         stop_process(proc)
     assert proc.returncode == 2 and "gcWaitTime='soon' is not valid" in out
     assert not (tmp_path / "cluster").exists() or not os.listdir(tmp_path / "cluster")
+
+
+def run_local(tmp_path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bookie.cli.main", "local", "--bookies", "1",
+                             "--dir", str(tmp_path / "cluster"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def test_local_refuses_a_zookeeper_port_someone_else_holds(zookeeper, tmp_path):
+    # A stranger's ZooKeeper (a Pulsar standalone's, say) on the port: bk local must not join it.
+    proc = run_local(tmp_path, "--zk-port", str(zookeeper.port))
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        stop_process(proc)
+    assert proc.returncode == 2, out
+    assert f"client port 127.0.0.1:{zookeeper.port} is already in use" in out and "--zk-port" in out
+    assert "press Ctrl-C" not in out and not (tmp_path / "cluster" / "bookie-0").exists()
+
+
+def test_a_zookeeper_answering_for_another_is_told_apart(zookeeper, tmp_path):
+    from bookie.exceptions import ProcessStartException
+    from bookie.testing.zookeeper_server import ZooKeeperServer
+    mine = ZooKeeperServer(str(tmp_path / "mine"), port=zookeeper.port)  # as if the stranger took the port after the check
+    with pytest.raises(ProcessStartException, match="answered by another ZooKeeper"):
+        mine._check_it_is_this_one(str(tmp_path / "mine" / "data"))
+    zookeeper._check_it_is_this_one(os.path.join(zookeeper.data_dir, "data"))  # the session's own passes
+
+
+def test_local_starts_again_on_its_directory_with_its_data(tmp_path):
+    def start() -> tuple[subprocess.Popen, list[str]]:
+        proc, lines = run_local(tmp_path, "--zk-port", "0"), []
+        read_until(proc, lines, "press Ctrl-C")
+        return proc, lines
+
+    def bookie_ids(lines: list[str]) -> list[str]:
+        return [line.split()[1] for line in lines if line.startswith("bookie ")]
+
+    proc, first = start()
+    try:
+        uri = next(line.split()[-1] for line in first if line.startswith("metadataServiceUri:"))
+        with BookKeeper(uri) as bk:
+            lh = bk.create_ledger(1, 1, 1, password=b"pw")
+            lh.append_batch([b"kept %d" % i for i in range(10)]).result(60)
+            lh.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        stop_process(proc)
+    proc, second = start()  # the same bookie ports: its cookie and the ledger's ensemble name them
+    try:
+        assert bookie_ids(second) == bookie_ids(first)
+        uri = next(line.split()[-1] for line in second if line.startswith("metadataServiceUri:"))
+        with BookKeeper(uri) as bk, bk.open_ledger(lh.ledger_id, b"pw") as reader:
+            assert [e.payload for e in reader.read(0, 9)] == [b"kept %d" % i for i in range(10)]
+    finally:
+        stop_process(proc)

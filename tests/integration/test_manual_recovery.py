@@ -61,7 +61,7 @@ def test_recover_dry_run_then_recover_closed_and_open_ledgers(bk_cluster):
         [f"ledger {LedgerId(0, plain.ledger_id)}"]
     assert not bk.ledger_metadata(open_handle.ledger_id).is_closed
 
-    skipping = bk_shell_run(cluster, "recover", b[0], "-sk")
+    skipping = bk_shell_run(cluster, "recover", b[0], "-sk", "-f")
     assert skipping.returncode == 0, skipping.stderr
     assert f"skipped ledger {LedgerId(0, open_handle.ledger_id)}" in skipping.stdout
     assert bk.ledger_metadata(open_handle.ledger_id).state is LedgerState.OPEN
@@ -69,7 +69,7 @@ def test_recover_dry_run_then_recover_closed_and_open_ledgers(bk_cluster):
         assert all(b[0] not in ens for _, ens in bk.ledger_metadata(x).ensembles)
         assert_fully_replicated(bk, x)
 
-    full = bk_shell_run(cluster, "recover", b[0], "-d")
+    full = bk_shell_run(cluster, "recover", b[0], "-d", "-f")
     assert full.returncode == 0, full.stdout + full.stderr
     assert "1 open ledgers fenced and closed" in full.stdout
     md = bk.ledger_metadata(open_handle.ledger_id)
@@ -88,7 +88,7 @@ def test_recover_reports_what_has_no_replica_left(bk_cluster):
     lonely = closed_ledger(bk, [b[0], b[1]], 1, payloads("l", 10))
     cluster.kill_bookie(0)
     wait_for(unregistered(bk, b[0]), f"{b[0]} to leave the registration")
-    result = bk_shell_run(cluster, "recover", b[0], "-d")
+    result = bk_shell_run(cluster, "recover", b[0], "-d", "-f")
     assert result.returncode == 1
     assert f"NOT RECOVERED ledger {LedgerId(0, lonely.ledger_id)}" in result.stdout
     assert "on no surviving replica" in result.stdout
