@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-unit demo bench clean proto reference docs
+.PHONY: test test-unit demo notebooks bench clean proto reference docs
 
 # (Re)install when the venv is missing or setup.py changed.
 $(STAMP): setup.py
@@ -13,15 +13,20 @@ $(STAMP): setup.py
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# The documentation site's tools (MkDocs, Material), apart from what the tests need.
+# An extra of setup.py apart from what the tests need: docs (MkDocs, Material), notebooks (JupyterLab, pandas).
+$(VENV)/.%-installed: $(STAMP) setup.py
+	$(PY) -m pip install -q -e '.[$*]'
+	touch $@
 DOCS_STAMP := $(VENV)/.docs-installed
-$(DOCS_STAMP): $(STAMP) setup.py
-	$(PY) -m pip install -q -e '.[docs]'
-	touch $(DOCS_STAMP)
+NOTEBOOKS_STAMP := $(VENV)/.notebooks-installed
 
 # The documentation site into site/, strictly: a broken link or anchor fails the build.
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+# JupyterLab on notebooks/ (METADATA_SERVICE_URI names the cluster; unset, each notebook starts a local one).
+notebooks: $(NOTEBOOKS_STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
 
 test: $(STAMP)
 	$(PY) -m bookie.testing.netns ensure-tools  # nftables for the multi-host tests (as root); else says why they skip

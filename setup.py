@@ -1,6 +1,9 @@
 """spark-bookkeeper: Apache BookKeeper rebuilt in Python, with a PySpark connector."""
 from setuptools import find_packages, setup
 
+# Spark's Arrow path (createDataFrame, toPandas) needs pandas; without it a notebook or test warns that Arrow is off.
+PANDAS = "pandas>=2.2,<3"  # PySpark 4.3 needs 2.2 and warns that it does not fully support 3
+
 setup(
     name="spark-bookkeeper",
     version="0.1.0",
@@ -31,6 +34,11 @@ setup(
             "nbclient>=0.10,<1",  # the notebooks run in the test suite
             "nbformat>=5.10,<6",
             "ipykernel>=6.29,<8",
+            PANDAS,  # the notebooks run with Arrow, as the [notebooks] extra installs them
+        ],
+        "notebooks": [  # what `jupyter lab notebooks/` needs (make notebooks)
+            "jupyterlab>=4.2,<5",  # with ipykernel, the notebooks' kernel
+            PANDAS,
         ],
         "docs": [
             "mkdocs-material>=9.5,<10",  # the documentation site (make docs)

@@ -127,18 +127,27 @@ class SliceColumns:
         return LedgerId(int(self.scopes[k]), int(self.ledgers[k]))
 
 
+# The head of a read (partition 0's, read first): per ledger, in the read's order, the slices of its first entries.
+Head = tuple[tuple[FragmentMemberPartition, ...], ...]
+
+
 class PackedPartition(InputPartition):
     """Slices (each read and read around exactly as a FragmentMemberPartition on its own) that one bookie
     serves, read in turn by one task over one set of connections. Held as a table of numbers (``table``:
     one row per slice, ROW columns) over shared kinds (``kinds`` may hold more than the rows use: the plan's,
     shared by its partitions), and sent to the task as that table's bytes and the kinds its rows use
     (``__reduce__``). The task reads the share as ``columns()`` and makes a slice object (``slice``) only for
-    a slice the bookie did not serve whole."""
+    a slice the bookie did not serve whole.
 
-    def __init__(self, kinds: list[SliceKind], rows):
+    The first partition of a batch read may also carry the read's ``head``: its first entries, as the slices of
+    every bookie that holds them (a striped fragment's members), grouped per ledger. The task reads them first
+    and hands them over in entry order (what ``show()`` and ``take(n)`` see first); the table holds none of them."""
+
+    def __init__(self, kinds: list[SliceKind], rows, head: Head = ()):
         super().__init__(None)
         self.kinds = kinds
         self.table = np.asarray(rows, dtype=np.int64).reshape(-1, ROW)
+        self.head = head
 
     @classmethod
     def of(cls, slices) -> "PackedPartition":
@@ -160,8 +169,9 @@ class PackedPartition(InputPartition):
 
     @cached_property
     def slices(self) -> tuple[FragmentMemberPartition, ...]:
+        """Every slice it reads: the head's, then the table's."""
         with gc_paused():  # thousands of slices
-            return tuple(self.slice(k) for k in range(len(self.table)))
+            return tuple(p for group in self.head for p in group) + tuple(self.slice(k) for k in range(len(self.table)))
 
     def columns(self) -> SliceColumns:
         kinds = self.table[:, 0]
@@ -174,6 +184,9 @@ class PackedPartition(InputPartition):
         out: dict[str, BookieServiceInfo | None] = {}
         for k in np.unique(self.table[:, 0]).tolist():
             out.update(self.kinds[k][5])
+        for group in self.head:
+            for p in group:
+                out.update(p.services)
         return out
 
     @property
@@ -181,8 +194,13 @@ class PackedPartition(InputPartition):
         kind, member = int(self.table[0, 0]), int(self.table[0, 5])
         return self.kinds[kind][0][member]
 
+    def with_head(self, head: Head) -> "PackedPartition":
+        """This partition with ``head`` read first."""
+        return PackedPartition(self.kinds, self.table, head)
+
     def __repr__(self) -> str:
-        return f"PackedPartition({len(self.table)} slices from {self.bookie})"
+        head = f"a head of {sum(map(len, self.head))} slices, " if self.head else ""
+        return f"PackedPartition({head}{len(self.table)} slices{f' from {self.bookie}' if len(self.table) else ''})"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, PackedPartition) and self.slices == other.slices
@@ -191,8 +209,8 @@ class PackedPartition(InputPartition):
         used, local = np.unique(self.table[:, 0], return_inverse=True)  # the plan's kinds -> this partition's
         table = self.table.copy()
         table[:, 0] = local.reshape(-1)
-        return _packed_partition, ([self.kinds[k] for k in used.tolist()], table.tobytes())
+        return _packed_partition, ([self.kinds[k] for k in used.tolist()], table.tobytes(), self.head)
 
 
-def _packed_partition(kinds: list[SliceKind], table: bytes) -> PackedPartition:
-    return PackedPartition(kinds, np.frombuffer(table, dtype=np.int64))
+def _packed_partition(kinds: list[SliceKind], table: bytes, head: Head = ()) -> PackedPartition:
+    return PackedPartition(kinds, np.frombuffer(table, dtype=np.int64), head)

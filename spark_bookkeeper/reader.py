@@ -19,6 +19,12 @@ bookie's slices in turn over one connection. A slice's bytes are estimated from 
 (a closed ledger's length per entry; an open one's from the closed ledgers of the read, else
 DEFAULT_ENTRY_BYTES per entry).
 
+A striped read would start 0, E, 2E, ... (the first partition is one bookie's, serving every E-th entry), so
+the read's first entries (at most HEAD_ENTRIES of its first HEAD_LEDGERS ledgers, HEAD_BYTES) are cut from
+the slices as its *head* (``split_head``), which the first partition reads first from every bookie that holds
+them and hands over sorted by entry id: ``show()`` and ``take(n)`` list the first entries in order. Nothing
+else is sorted: the other partitions, and the rest of the first, come as their bookies serve them.
+
 The driver also reads each bookie's registration (BookieTransports) and hands it to the partition, so
 the executor, which has no ZooKeeper, reaches every bookie as the driver would: by gRPC where the
 bookie registered it (a range read), by BookKeeper's native protocol otherwise (a stock bookie).
@@ -40,6 +46,7 @@ metadata, slices and entries by the ten thousand, none of them garbage.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import Iterator
@@ -62,7 +69,7 @@ from spark_bookkeeper import connections
 from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.packed_read import Prefetched, ShareRead, entries_in, read_share
 from spark_bookkeeper.partition_packing import Piece, pack
-from spark_bookkeeper.read_partitions import (ROW, FragmentMemberPartition, PackedPartition, SliceKinds,
+from spark_bookkeeper.read_partitions import (ROW, FragmentMemberPartition, Head, PackedPartition, SliceKinds,
                                              fragment_member_partition, stride_of)
 
 log = logging.getLogger(__name__)
@@ -135,10 +142,49 @@ def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", o
 
 
 def plan(opts: ReadOptions) -> list[PackedPartition]:
-    """The partitions of a read (driver side)."""
+    """The partitions of a batch read (driver side); the first one carries the read's head (``split_head``)."""
     transports = BookieTransports(connections.driver_client(opts.uri, opts.zk_connect_timeout))
     with gc_paused():  # metadata and slices by the ten thousand, none of them garbage: bookie/util/gc_pause.py
-        return pack_partitions(resolve_slices(opts), transports, opts)
+        head, rest = split_head(resolve_slices(opts), opts)
+        partitions = pack_partitions(rest, transports, opts)
+    if not head:
+        return partitions
+    first = partitions[0] if partitions else PackedPartition([], ())
+    return [first.with_head(tuple(tuple(slice_partitions(sl, transports, opts.max_entries_per_partition))
+                                  for sl in head)), *partitions[1:]]
+
+
+HEAD_ENTRIES = 100  # entries of a striped read's head at most (show() lists 20) ...
+HEAD_LEDGERS = 8  # ... of that many ledgers at most (each read with a call per bookie, not the packed one)
+HEAD_BYTES = 16 << 20  # ... and about that many bytes (they are sorted in the task's memory)
+
+
+def split_head(slices: list[LedgerSlice], opts: ReadOptions) -> tuple[list[LedgerSlice], list[LedgerSlice]]:
+    """(head, rest): the first entries of a read that starts on a striped fragment (WQ < E), cut from its
+    first ledgers (at most HEAD_ENTRIES of HEAD_LEDGERS ledgers, about HEAD_BYTES or maxBytesPerPartition, what
+    is less), and the rest of the read. Each bookie of a striped fragment serves every E-th entry (those it is
+    first in the write set for), so its partition starts 0, E, 2E, ...: the head, read by the first partition
+    from all of them and sorted there, is what ``show()`` and ``take(n)`` see first, in entry order. No head
+    where the read starts on a fragment whose bookies all hold every entry (its first partition holds the
+    first entries already) or where one entry is estimated over the budget (``maxBytesPerPartition=1``: a
+    partition per slice, no head)."""
+    if not slices or slices[0].metadata.write_quorum_size == slices[0].metadata.ensemble_size:
+        return [], slices
+    per_entry = {ledger: max(size, 1.0) for ledger, size in entry_bytes(slices[:HEAD_LEDGERS]).items()}
+    head, rest = [], list(slices)
+    entries, budget = min(HEAD_ENTRIES, opts.max_entries_per_partition), min(HEAD_BYTES, opts.max_bytes_per_partition)
+    while rest and len(head) < HEAD_LEDGERS:
+        sl = rest[0]
+        count = min(sl.last - sl.first + 1, entries, int(budget // per_entry[sl.ledger]))
+        if count < 1:
+            break
+        head.append(dataclasses.replace(sl, last=sl.first + count - 1))
+        if count == sl.last - sl.first + 1:
+            rest.pop(0)
+        else:
+            rest[0] = dataclasses.replace(sl, first=sl.first + count)
+        entries, budget = entries - count, budget - count * per_entry[sl.ledger]
+    return head, rest
 
 
 def fragment_shares(sl: LedgerSlice, per_partition: int
@@ -276,9 +322,18 @@ class BookKeeperReader(DataSourceReader):
     def read(self, partition: PackedPartition | FragmentMemberPartition):
         if isinstance(partition, PackedPartition):
             clients = connections.worker_clients().for_bookies(partition.services())
-            return coalesced(self._read_packed(partition, clients), COALESCE_ROWS)
+            return coalesced(itertools.chain(self._read_head(partition.head, clients),
+                                             self._read_packed(partition, clients)), COALESCE_ROWS)
         clients = connections.worker_clients().for_bookies(partition.services)
         return coalesced(self._read_slice(partition, clients), COALESCE_ROWS)
+
+    def _read_head(self, head: Head, clients):
+        """The head's ledgers in turn, each one's entries in id order: its slices read as on their own (from
+        every bookie of a striped fragment), then sorted (HEAD_ENTRIES rows at most)."""
+        for group in head:
+            batches = [batch for p in group for batch in self._read_slice(p, clients)]
+            if batches:
+                yield from pa.Table.from_batches(batches, schema=self.arrow_schema).sort_by("entry_id").to_batches()
 
     def _read_packed(self, partition: PackedPartition, clients):
         """Many slices: the bookie's whole share in one call first (``read_share``, the slices as columns); then

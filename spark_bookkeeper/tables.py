@@ -7,7 +7,12 @@ range: BookKeeper's LedgerRangeIterator) into partitions of ``ledgersPerPartitio
 reads its ledgers' metadata, many reads in flight (MetadataStore.read_ledgers), and builds their rows. The
 driver never holds a ledger's metadata, so its memory does not grow with the rows; a ledger deleted between
 the listing and the executor's read is left out, as a listing made a moment later would. ``bookies`` and
-``underreplicated`` are small: built on the driver, one partition."""
+``underreplicated`` are small: built on the driver, one partition.
+
+Columns for people beside the raw ones: ``bookies`` has each size in bytes (``total_disk``, ``free_disk``, to
+compute with) and as text in binary units (``total_disk_human``, ``free_disk_human``: ``"931.3 GiB"``);
+``ledgers`` has ``custom_metadata`` (the bytes) and ``custom_metadata_text`` (each value as text where it is
+printable UTF-8, else ``0x`` and its hex)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -21,16 +26,18 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
 from bookie.util.chunks import chunks
+from bookie.util.human import human_bytes, text_or_hex
 from spark_bookkeeper import connections
 from spark_bookkeeper.options import ReadOptions
 
 SCHEMAS = {
     "ledgers": ("scope_id long, ledger_id long, state string, ensemble_size int, write_quorum int, ack_quorum int, "
                 "last_entry_id long, length long, digest string, ctime timestamp, fragments int, "
-                "bookies array<string>, custom_metadata map<string,binary>"),
+                "bookies array<string>, custom_metadata map<string,binary>, custom_metadata_text map<string,string>"),
     "fragments": ("scope_id long, ledger_id long, fragment int, first_entry_id long, last_entry_id long, "
                   "ensemble array<string>, state string"),
-    "bookies": "bookie_id string, state string, total_disk long, free_disk long",
+    "bookies": ("bookie_id string, state string, total_disk long, free_disk long, total_disk_human string, "
+                "free_disk_human string"),
     "underreplicated": ("scope_id long, ledger_id long, missing_replicas array<string>, state string, reason string, "
                         "marked_at timestamp, state_since timestamp, worker string"),
 }
@@ -62,15 +69,19 @@ def rows(opts: ReadOptions) -> list[tuple]:
         return underreplicated_rows(bk.store)
     if opts.table != "bookies":
         raise ValueError(f"table {opts.table!r} is read by executors from ledger-id partitions (id_partitions)")
-    out = []
-    for state, bookies in (("rw", bk.writable_bookies()), ("ro", bk.readonly_bookies())):
-        for bookie in bookies:
-            try:
-                info = bk.bookie_client(bookie).bookie_info()
-                out.append((bookie, state, info.totalDiskCapacity, info.freeDiskSpace))
-            except Exception:  # registered but not answering
-                out.append((bookie, "unavailable", None, None))
-    return out
+    return [bookie_row(bk, bookie, state)
+            for state, bookies in (("rw", bk.writable_bookies()), ("ro", bk.readonly_bookies())) for bookie in bookies]
+
+
+def bookie_row(bk, bookie: str, state: str) -> tuple:
+    """The ``bookies`` row of one registered bookie: its disk as GetBookieInfo reports it, in bytes and as a
+    person reads it (``"931.3 GiB"``); "unavailable" and no sizes when it does not answer."""
+    try:
+        info = bk.bookie_client(bookie).bookie_info()
+    except Exception:  # registered but not answering
+        return bookie, "unavailable", None, None, None, None
+    total, free = info.totalDiskCapacity, info.freeDiskSpace
+    return bookie, state, total, free, human_bytes(total), human_bytes(free)
 
 
 @dataclass
@@ -117,7 +128,13 @@ def ledger_rows(ledger, md) -> list[tuple]:
     bookies = sorted({b for _, ens in md.ensembles for b in ens})
     return [(ledger.scope_id, ledger.ledger_id, md.state.name, md.ensemble_size, md.write_quorum_size,
              md.ack_quorum_size, md.last_entry_id, md.length, md.digest_type.name.lower(), _timestamp(md.ctime),
-             len(md.ensembles), bookies, dict(md.custom_metadata))]
+             len(md.ensembles), bookies, dict(md.custom_metadata), custom_metadata_text(md.custom_metadata))]
+
+
+def custom_metadata_text(custom_metadata) -> dict[str, str]:
+    """Custom metadata as a person reads it: each value as text where it is printable UTF-8, else ``0x`` and its
+    hex (the ``custom_metadata`` column keeps the bytes)."""
+    return {key: text_or_hex(value) for key, value in custom_metadata}
 
 
 def fragment_rows(ledger, md) -> list[tuple]:

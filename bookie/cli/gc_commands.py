@@ -80,7 +80,7 @@ def _checked(response: pb.GarbageCollectionResponse) -> pb.GarbageCollectionResp
 def wait_for_pass(client: BookieClient, pass_number: int, timeout: float) -> pb.GarbageCollectionResponse:
     """Poll the bookie until its pass ``pass_number`` is done, showing the running phase's progress."""
     deadline = time.monotonic() + timeout
-    with tqdm(desc=f"{client.bookie_id} gc", unit="", leave=False) as bar:
+    with tqdm(desc=f"{client.bookie_id} gc", unit="", leave=False, disable=None) as bar:  # off when not a terminal
         while True:
             state = _checked(client.garbage_collection())
             if state.passes >= pass_number:

@@ -50,7 +50,7 @@ def run_recover(args, conf) -> int:
     with client(args) as bk:
         admin = BookKeeperAdmin(bk)
         ledger = as_ledger_id(args.ledger) if args.ledger is not None else None
-        with tqdm(desc="recover", unit=" ledgers", leave=False) as bar:
+        with tqdm(desc="recover", unit=" ledgers", leave=False, disable=None) as bar:  # off when not a terminal
             def shown(result: LedgerRecovery) -> None:
                 bar.update(1)
                 if args.dryrun and result.fragments:
@@ -81,7 +81,7 @@ def run_decommission(args, conf) -> int:
             # No auditor: mark the ledgers here, so replication workers (`bk autorecovery`) move them; copying
             # them here is `recover`'s job, and the marks tell a worker started later what to do.
             print(f"no auditor is running: marked {admin.mark_underreplicated(bookie)} ledgers under-replicated")
-        with tqdm(desc=f"ledgers on {bookie}", unit=" ledgers", leave=False) as bar:
+        with tqdm(desc=f"ledgers on {bookie}", unit=" ledgers", leave=False, disable=None) as bar:
             def shown(in_metadata, marked) -> None:
                 bar.total = max(bar.total or 0, len(in_metadata))
                 bar.n = bar.total - len(in_metadata)

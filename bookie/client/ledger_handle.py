@@ -294,7 +294,7 @@ class LedgerHandle(Handle):
                 # The bookie is healthy; replacing it would only move the same refusal to the next one.
                 failed = self._fail(error)
             else:
-                log.warning("ledger %s: bookie %s failed (%s); changing the ensemble", self.ledger, batch.bookie, error)
+                self._log_bookie_failure(batch, error)
                 self.bk.bookie_failed(batch.bookie)
                 self.reader.bookie_failed(batch.bookie)
                 self._ensemble_change.bookie_failed(batch.bookie, error)
@@ -303,6 +303,15 @@ class LedgerHandle(Handle):
                 failed = []
                 self._ensemble_change.start()
         self.bk.fail_all(failed)
+
+    def _log_bookie_failure(self, batch: InflightBatch, error: BKException) -> None:
+        """A warning when a batch to ``batch.bookie`` fails first; the other batches in flight to it (up to
+        maxInflightBatchesPerBookie) fail with it until the ensemble change replaces it: debug only. A later
+        failure of its replacement is a new one, warned about again (caller holds the lock)."""
+        if batch.index in self._outboxes.failed:
+            log.debug("ledger %s: bookie %s failed again (%s)", self.ledger, batch.bookie, error)
+        else:
+            log.warning("ledger %s: bookie %s failed (%s); changing the ensemble", self.ledger, batch.bookie, error)
 
     def _pop_completed(self) -> list[PendingAddOp]:
         """Entries acknowledged in order from the head; the LAC moves with them (caller holds the lock)."""

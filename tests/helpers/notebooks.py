@@ -44,7 +44,7 @@ def images(notebook: nbformat.NotebookNode) -> int:
                if out.output_type == "display_data" and "image/png" in out.get("data", {}))
 
 
-def text(notebook: nbformat.NotebookNode) -> str:
-    """Everything the executed ``notebook``'s cells printed."""
+def text(notebook: nbformat.NotebookNode, stream: str = "stdout") -> str:
+    """Everything the executed ``notebook``'s cells printed (``stream="stderr"``: what they warned)."""
     return "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
-                   if out.output_type == "stream" and out.get("name") == "stdout")
+                   if out.output_type == "stream" and out.get("name") == stream)

@@ -64,7 +64,10 @@ def test_ledgers_notebook(sample_cluster, tmp_path):
     assert f"{uri}: {ledgers} ledgers" in out  # the cluster given, not a local one of its own
     assert f"ledger {sample.two_fragments}: CLOSED" in out and "2 fragment(s)" in out  # the one drawn
     assert sample.lost_bookie in out and "not registered" in out
+    assert re.search(r"\|\d+\.\d (KiB|MiB|GiB|TiB|PiB)\s*\|", out)  # free_disk_human, not only raw bytes
+    assert "{application -> clickstream}" in out  # the open ledger's custom metadata as text, not hex
     assert images(notebook) == 4  # sizes/ages, per bookie, fragments, open ledgers
+    no_arrow_warning(notebook)
 
 
 def test_storage_notebook(sample_cluster, tmp_path):
@@ -76,6 +79,7 @@ def test_storage_notebook(sample_cluster, tmp_path):
     for owner in ("orders", "payments", "clickstream", "audit-log"):
         assert f"|{owner}" in out
     assert images(notebook) == 3  # disk per bookie, compaction candidates, space by owner
+    no_arrow_warning(notebook)
     audit_output_removed(out, tmp_path, "storage")
 
 
@@ -86,7 +90,14 @@ def test_replication_notebook(sample_cluster, tmp_path):
     assert f"{uri}: replication audit run" in out
     assert f"|{sample.lost_bookie}|marked|{len(sample.underreplicated)}" in out.replace(" ", "")
     assert images(notebook) == 3  # under-replicated, short fragments, history
+    no_arrow_warning(notebook)
     audit_output_removed(out, tmp_path, "replication")
+
+
+def no_arrow_warning(notebook: nbformat.NotebookNode) -> None:
+    """Spark used Arrow (pandas is installed with the test and notebooks extras): no fallback warning."""
+    warned = text(notebook, "stderr")
+    assert "arrow" not in warned.lower(), warned
 
 
 def audit_output_removed(out: str, cwd, audit: str) -> None:

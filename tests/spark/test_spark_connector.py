@@ -1,6 +1,7 @@
 """spark.read / df.write .format("bookkeeper") on a real Spark local[2] and real bookie processes."""
 from __future__ import annotations
 
+import re
 import signal
 import uuid
 
@@ -11,6 +12,8 @@ from pyspark.sql import functions as F
 from bookie.client import BookKeeper
 from bookie.meta.ledger_metadata import LedgerState
 from bookie.server.entry_log_format import log_path
+from bookie.util.human import human_bytes
+from spark_bookkeeper.reader import HEAD_ENTRIES
 from tests.helpers.disk_faults import flip_byte
 from tests.helpers.spark_io import payloads, source, write
 
@@ -136,7 +139,8 @@ def test_a_dead_bookie_is_read_around_with_range_reads(spark, cluster, monkeypat
         raise AssertionError("an entry was read on its own")
     monkeypatch.setattr(LedgerReader, "read_entry", no_single_reads)
     ids = [i for batch in reader.read(partition) for i in batch.column("entry_id").to_pylist()]
-    assert sorted(ids) == list(range(1, 3000, 3))
+    # (The read's first HEAD_ENTRIES are its head: the first partition reads them, reader.split_head.)
+    assert sorted(ids) == [e for e in range(HEAD_ENTRIES, 3000) if e % 3 == 1]
 
 
 def test_a_failing_task_leaves_no_ledger_behind(spark, shared_cluster):
@@ -167,6 +171,49 @@ def test_metadata_tables(spark, shared_cluster):
     assert sorted(r.bookie_id for r in bookies) == sorted(b.bookie_id for b in shared_cluster.bookies)
     assert all(r.state == "rw" and 0 < r.free_disk < r.total_disk for r in bookies)
     spark.createDataFrame([], "x int")  # keeps the session busy-free between tests
+
+
+def test_the_tables_show_sizes_and_custom_metadata_as_people_read_them(spark, shared_cluster):
+    """bookies: the disk in bytes and in binary units; ledgers: custom metadata as text where it is UTF-8, hex
+    where it is not, the bytes kept."""
+    uri = shared_cluster.metadata_service_uri
+    for r in source(spark, uri, table="bookies").collect():
+        assert (r.total_disk_human, r.free_disk_human) == (human_bytes(r.total_disk), human_bytes(r.free_disk))
+        assert re.fullmatch(r"\d+\.\d (KiB|MiB|GiB|TiB|PiB)", r.free_disk_human), r
+    with BookKeeper(uri) as bk:
+        lh = bk.create_ledger(3, 2, 2, password=PW,
+                              custom_metadata={"application": "wörld".encode(), "raw": b"\x00\xff"})
+        lh.close()
+    row = source(spark, uri, table="ledgers").where(F.col("ledger_id") == lh.ledger_id).first()
+    assert row.custom_metadata_text == {"application": "wörld", "raw": "0x00ff"}
+    assert row.custom_metadata == {"application": bytearray("wörld".encode()), "raw": bytearray(b"\x00\xff")}
+
+
+def test_a_striped_logs_first_entries_come_first_in_entry_order(spark, shared_cluster):
+    """E=3 WQ=2: each bookie serves every third entry, yet show() and take(n) list the first segment's entries
+    0, 1, 2, ..., then the next segment's (the read's head, reader.split_head)."""
+    uri, log = shared_cluster.metadata_service_uri, f"order-{uuid.uuid4().hex[:6]}"
+    for start in (0, 50):  # two segments of 50 entries
+        write(payloads(spark, start, 50, partitions=1), uri, log, ensembleSize="3", writeQuorum="2", ackQuorum="2")
+    df = source(spark, uri, log=log)
+    rows = df.take(60)
+    assert [(r.segment, r.entry_id) for r in rows] == [(0, e) for e in range(50)] + [(1, e) for e in range(10)]
+    assert [bytes(r.payload) for r in rows[:3]] == [b"event-0", b"event-1", b"event-2"]
+    shown = df.select("segment", "entry_id")._show_string(4).splitlines()[3:7]
+    cells = [tuple(int(cell) for cell in line.strip("|").split("|")) for line in shown]
+    assert cells == [(0, e) for e in range(4)], shown
+
+
+def test_a_striped_ledgers_head_comes_first_and_the_rest_is_read_in_parallel(spark, shared_cluster):
+    uri = shared_cluster.metadata_service_uri
+    with BookKeeper(uri) as bk:
+        lh = bk.create_ledger(3, 2, 2, password=PW)
+        lh.append_batch([b"e%d" % i for i in range(3000)]).result(30)
+        lh.close()
+    df = source(spark, uri, ledgers=str(lh.ledger_id), password="pw")
+    assert [r.entry_id for r in df.take(25)] == list(range(25))
+    assert df.rdd.getNumPartitions() == 3  # one per bookie of the ensemble, as without a head: the first has it
+    assert sorted(r.entry_id for r in df.select("entry_id").collect()) == list(range(3000))  # each entry once
 
 
 @pytest.mark.parametrize("options,message", [
@@ -242,7 +289,7 @@ def test_filter_pushdown_narrows_partitions(spark, shared_cluster):
     try:
         pushed = source(spark, uri, log=log, filterPushdown="true").where(
             (F.col("ledger_id") == ledger) & (F.col("entry_id") >= 150) & (F.col("entry_id") < 160))
-        assert pushed.rdd.getNumPartitions() == 3  # one ledger, one fragment, three members
+        assert pushed.rdd.getNumPartitions() == 1  # one ledger, 10 entries: the read's head alone (split_head)
         assert sorted(r.entry_id for r in pushed.collect()) == list(range(150, 160))
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")

@@ -2,6 +2,7 @@
 generated plans; and how the reader sizes and packs the slices of a plan (reader.pack_partitions)."""
 from __future__ import annotations
 
+import pickle
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +16,8 @@ from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions
 from spark_bookkeeper.partition_packing import Piece, pack
 from spark_bookkeeper.packed_read import slice_entries
 from spark_bookkeeper.read_partitions import FragmentMemberPartition, PackedPartition
-from spark_bookkeeper.reader import DEFAULT_ENTRY_BYTES, LedgerSlice, pack_partitions, slice_partitions
+from spark_bookkeeper.reader import (DEFAULT_ENTRY_BYTES, HEAD_BYTES, HEAD_ENTRIES, HEAD_LEDGERS, LedgerSlice,
+                                     pack_partitions, slice_partitions, split_head)
 
 pieces = st.lists(st.builds(Piece, st.sampled_from("abcde"), st.integers(0, 5000),
                             st.one_of(st.none(), st.integers(0, 6))), max_size=120)
@@ -58,7 +60,8 @@ def test_a_piece_bigger_than_a_partition_is_alone():
 
 
 def _metadata(entries: int, length: int, closed: bool, ensemble=("a", "b", "c"), wq=3):
-    return SimpleNamespace(write_quorum_size=wq, digest_type=DigestType.CRC32C, last_entry_id=entries - 1 if closed else -1, length=length,
+    return SimpleNamespace(ensemble_size=len(ensemble), write_quorum_size=wq, digest_type=DigestType.CRC32C,
+                           last_entry_id=entries - 1 if closed else -1, length=length,
                            state=LedgerState.CLOSED if closed else LedgerState.OPEN,
                            is_closed=closed, fragments=lambda: [(0, entries - 1 if closed else -1, ensemble)])
 
@@ -130,6 +133,44 @@ def test_open_ledgers_are_estimated_from_the_closed_ones():
         assert len(parts) == count
 
 
+def _ranges(slices: list[LedgerSlice]) -> list[tuple[int, int, int]]:
+    return [(sl.ledger.ledger_id, sl.first, sl.last) for sl in slices]
+
+
+def test_a_striped_read_has_a_head_of_its_first_entries():
+    """reader.split_head: the first HEAD_ENTRIES entries of a read that starts striped (WQ < E), cut from its
+    first ledgers; none where every bookie holds every entry, or where one entry is over maxBytesPerPartition."""
+    striped = [LedgerSlice(LedgerId.of(n), _metadata(3000, 3000 * 1024, True, wq=2), 0, 2999, None, None)
+               for n in (1, 2)]
+    head, rest = split_head(striped, _opts())
+    assert _ranges(head) == [(1, 0, HEAD_ENTRIES - 1)]
+    assert _ranges(rest) == [(1, HEAD_ENTRIES, 2999), (2, 0, 2999)]
+    whole = [LedgerSlice(LedgerId.of(1), _metadata(3000, 3000 * 1024, True, wq=3), 0, 2999, None, None)]
+    assert split_head(whole, _opts()) == ([], whole)  # its first partition holds entries 0.. in order already
+    assert split_head(striped, _opts(maxBytesPerPartition="1")) == ([], striped)  # a partition per slice
+    assert split_head([], _opts()) == ([], [])
+
+
+def test_a_head_spans_the_first_ledgers_within_its_entries_ledgers_and_bytes():
+    small = [LedgerSlice(LedgerId.of(n), _metadata(5, 5 * 100, True, wq=2), 0, 4, None, None) for n in range(20)]
+    head, rest = split_head(small, _opts())
+    assert _ranges(head) == [(n, 0, 4) for n in range(HEAD_LEDGERS)]  # whole ledgers, HEAD_LEDGERS of them
+    assert _ranges(rest) == [(n, 0, 4) for n in range(HEAD_LEDGERS, 20)]
+    big = [LedgerSlice(LedgerId.of(1), _metadata(1000, 1000 * 1024 * 1024, True, wq=2), 10, 999, None, None)]
+    head, rest = split_head(big, _opts())  # 1 MiB entries: HEAD_BYTES of them, from the read's first entry on
+    end = 10 + HEAD_BYTES // 2**20
+    assert _ranges(head) == [(1, 10, end - 1)] and _ranges(rest) == [(1, end, 999)]
+
+
+def test_the_head_travels_with_the_first_partition():
+    striped = LedgerSlice(LedgerId.of(1), _metadata(30, 30 * 1024, True, wq=2), 0, 29, None, None)
+    head = (tuple(slice_partitions(striped, TRANSPORTS, 1000)),)
+    first = PackedPartition([], ()).with_head(head)
+    back = pickle.loads(pickle.dumps(first))
+    assert back.head == head and back.slices == head[0] and len(back) == 0
+    assert back.services() == {"a": None, "b": None, "c": None}
+
+
 @pytest.mark.parametrize("first,last,members", [(0, 9, 3), (5, 17, 4), (7, 7, 3), (0, 0, 1)])
 def test_slice_entries_counts_a_stripe(first, last, members):
     md = _metadata(last + 1, 0, True, ensemble=tuple("abcd"[:members]), wq=1)
@@ -147,6 +188,7 @@ def test_bad_packing_options(options, message):
         _opts(**options)
 
 
+@settings(deadline=None)  # the first batch made imports pandas (pyarrow's lazy pandas shim): ~0.5 s once
 @given(st.lists(st.integers(0, 30), max_size=60), st.integers(1, 40))
 def test_coalesced_batches_keep_every_row_in_order_and_are_big_enough(sizes, rows):
     import pyarrow as pa
