@@ -2,7 +2,8 @@
 
 Per bookie live vs garbage bytes, what the next compactions would reclaim, logs skipped as corrupt, deleted
 ledgers still on disk, orphans both ways, space by owner. Exit code 0: nothing at risk; 3: data at risk
-(orphans, corrupt logs); 2: bad arguments or no cluster; 1: the job failed. The logic is
+(orphans, corrupt logs); 2: bad arguments or no cluster; 1: the job failed; 130: interrupted (Ctrl-C). A run
+that does not finish keeps nothing (its tables and report are published together at the end). The logic is
 spark_bookkeeper.audit.storage (``bk audit storage`` runs the same).
 """
 import sys

@@ -1,6 +1,6 @@
 """``bk audit storage|replication``: the Spark audit jobs (spark_bookkeeper.audit) from the ``bk`` command, on a
 local Spark unless --master says otherwise. The exit code is the job's: 0 nothing at risk, 3 data at risk, 2 bad
-arguments or no cluster.
+arguments or no cluster, 1 the run failed, 130 Ctrl-C (nothing of the run is kept either way).
 
 Every other ``bk`` command starts without importing Spark: the audit's own arguments are parsed when the
 command runs (``bk audit storage --help`` lists them).
@@ -42,8 +42,6 @@ def parse(audit: str, argv: list[str]) -> argparse.Namespace:
 
 
 def run_audit(args, conf) -> int:
+    """The audit's exit code; Ctrl-C during its run: 130, after one line saying nothing of the run was kept."""
     from spark_bookkeeper.audit import cli
-    audit_args = parse(args.audit, args.audit_args)
-    result = cli.run(args.audit, audit_args)
-    print(cli.summary(result))
-    return result.exit_code
+    return cli.execute(args.audit, parse(args.audit, args.audit_args))

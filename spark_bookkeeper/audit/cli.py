@@ -1,13 +1,18 @@
 """The audits' command line, shared by ``spark-submit jobs/<audit>_audit.py`` and ``bk audit <audit>``: the
-arguments, the run, a one-line summary per finding, and the exit code (result.py)."""
+arguments, the run (one progress line per phase on stderr), a one-line summary per finding, and the exit code
+(result.py). Ctrl-C or a failure during the run: its Spark jobs cancelled, its staging directories removed
+(staging.py), the session this command started stopped without waiting for running tasks, and one line on
+stderr that says so; exit code 130 for Ctrl-C, 1 for a failure."""
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from spark_bookkeeper.audit import replication, storage
 from spark_bookkeeper.audit.history import Run
-from spark_bookkeeper.audit.result import EXIT_USAGE, AuditResult
+from spark_bookkeeper.audit.result import EXIT_FAILED, EXIT_USAGE, INTERRUPTED, AuditResult, RunAborted
+from spark_bookkeeper.audit.threads import on_a_fresh_connection
 
 AUDITS = ("storage", "replication")
 
@@ -52,6 +57,8 @@ def session(master: str | None, audit: str):
     import spark_bookkeeper
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need this environment's packages
     builder = SparkSession.builder.appName(f"bookkeeper-{audit}-audit")
+    if not sys.stderr.isatty():  # Spark's progress bars redraw with \r: one long line of garbage in a log file
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
     # spark-submit (or a pyspark shell) started the JVM and set the master: PYSPARK_GATEWAY_PORT names it.
     if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(master or "local[*]")
@@ -75,8 +82,13 @@ def check_arguments(audit: str, args: argparse.Namespace) -> None:
         raise ValueError("--owner-key names no key; give custom-metadata keys, e.g. application")
 
 
+def print_progress(line: str) -> None:
+    """Where the command line shows an audit's phases: one line each on stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def run(audit: str, args: argparse.Namespace, spark=None) -> AuditResult:
-    """Run ``audit`` as ``args`` say, on ``spark`` (default: ``session``)."""
+    """Run ``audit`` as ``args`` say, on ``spark`` (default: ``session``, stopped if the run ends early)."""
     if audit not in AUDITS:
         raise ValueError(f"unknown audit {audit!r}; audits: {', '.join(AUDITS)}")
     if not args.metadata_service_uri:
@@ -84,8 +96,25 @@ def run(audit: str, args: argparse.Namespace, spark=None) -> AuditResult:
     check_arguments(audit, args)
     from spark_bookkeeper.audit.common import check_cluster
     check_cluster(args.metadata_service_uri)  # no cluster: exit 2 at once, before Spark starts
-    spark = spark or session(args.master, audit)
-    common = dict(run=args.run_at, report_dir=args.report_dir)
+    if spark is not None:
+        return _run(audit, args, spark)
+    spark = session(args.master, audit)
+    try:
+        return _run(audit, args, spark)
+    except RunAborted:
+        on_a_fresh_connection(lambda: stop_quietly(spark))  # this thread's may be broken by the interrupt
+        raise
+
+
+def stop_quietly(spark) -> None:
+    """Stop a session whose jobs were cancelled, without waiting for their tasks, and without their last words
+    in the log (the run has said what happened)."""
+    spark.sparkContext.setLogLevel("OFF")
+    spark.stop()
+
+
+def _run(audit: str, args: argparse.Namespace, spark) -> AuditResult:
+    common = dict(run=args.run_at, report_dir=args.report_dir, progress=print_progress)
     if audit == "storage":
         keys = tuple(k.strip() for k in args.owner_key.split(",") if k.strip())
         return storage.run_storage_audit(spark, args.metadata_service_uri, args.output,
@@ -94,6 +123,21 @@ def run(audit: str, args: argparse.Namespace, spark=None) -> AuditResult:
                                              max_underreplicated=args.max_underreplicated,
                                              max_underreplicated_age=args.max_underreplicated_age,
                                              silent_after=args.silent_after, **common)
+
+
+def execute(audit: str, args: argparse.Namespace) -> int:
+    """Run, print the summary (stdout); a run that ended early ends with the one line that says what was done
+    (stderr; after the traceback of an unexpected failure). The exit code."""
+    from bookie.exceptions import BKException
+    try:
+        result = run(audit, args)
+    except RunAborted as aborted:
+        if aborted.exit_code == EXIT_FAILED and not isinstance(aborted.__cause__, (BKException, OSError, ValueError)):
+            traceback.print_exception(aborted.__cause__, file=sys.stderr)
+        print(aborted, file=sys.stderr)
+        return aborted.exit_code
+    print(summary(result))
+    return result.exit_code
 
 
 def summary(result: AuditResult) -> str:
@@ -114,9 +158,10 @@ def main(audit: str, argv: list[str] | None = None) -> int:
     add_arguments(parser, audit)
     args = parser.parse_args(argv)
     try:
-        result = run(audit, args)
+        return execute(audit, args)
     except (BKException, ValueError, OSError) as exc:
         print(f"{audit} audit: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(summary(result))
-    return result.exit_code
+    except KeyboardInterrupt:  # outside the run (Spark starting, or stopping): nothing of the run was written
+        print(f"{audit} audit: interrupted; nothing of the run was kept", file=sys.stderr)
+        return INTERRUPTED

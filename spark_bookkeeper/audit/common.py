@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
-from spark_bookkeeper.audit.history import Run, write_table
+from spark_bookkeeper.audit.result import AuditResult
+from spark_bookkeeper.audit.staging import StagedTables
+from spark_bookkeeper.audit.threads import side_by_side
 
 ANSWERED = ("ok", "partial")  # bookie_ledgers rows from a bookie that answered (partial: a stock BookKeeper bookie)
 UNAVAILABLE = "unavailable"
-T = TypeVar("T")
 
 
 def read_table(spark, uri: str, table: str):
@@ -42,31 +41,20 @@ def read_tables(spark, uri: str, names: tuple[str, ...]) -> dict[str, object]:
     return out
 
 
-def snapshot(spark, df, output: str, table: str, run: Run, written: dict[str, str]):
-    """Write ``df`` as this run's ``table``, note where, and read it back: the cluster is asked once, and the
-    findings and the stored history agree."""
-    path = write_table(df, output, table, run)
-    written[table] = path
-    return spark.read.parquet(path)
+def snapshot(staged: StagedTables, df, table: str):
+    """Write ``df`` as this run's ``table`` (staged until the run is published) and read it back: the cluster
+    is asked once, and the findings and the stored history agree."""
+    return staged.spark.read.parquet(staged.write(df, table))
 
 
-def side_by_side(jobs: dict[str, Callable[[], T]]) -> dict[str, T]:
-    """Call each of ``jobs`` in its own thread and return their results by name: Spark runs the jobs they start
-    side by side (a job over a few small files is mostly waiting: scheduling, listing, committing)."""
-    with ThreadPoolExecutor(max(1, len(jobs)), thread_name_prefix="audit-job") as pool:
-        futures = {name: pool.submit(job) for name, job in jobs.items()}
-        return {name: future.result() for name, future in futures.items()}
-
-
-def snapshots(spark, tables: dict[str, object], output: str, run: Run, written: dict[str, str]) -> list:
+def snapshots(staged: StagedTables, tables: dict[str, object]) -> list:
     """``snapshot`` of several tables side by side (each a DataFrame, or a function making one), returned in
     ``tables``' order."""
     def writer(name: str) -> Callable[[], str]:
-        return lambda: write_table(tables[name]() if callable(tables[name]) else tables[name], output, name, run)
+        return lambda: staged.write(tables[name]() if callable(tables[name]) else tables[name], name)
 
     paths = side_by_side({name: writer(name) for name in tables})
-    written.update(paths)
-    return [spark.read.parquet(paths[name]) for name in tables]
+    return [staged.spark.read.parquet(paths[name]) for name in tables]
 
 
 def check_cluster(uri: str) -> None:
@@ -75,13 +63,21 @@ def check_cluster(uri: str) -> None:
     connections.driver_client(uri)
 
 
-def record_findings(spark, result, output_dir: str):
-    """The run's findings as a table too (``findings_<audit>``), and every run's so far: reports plot them
-    over time."""
+FINDINGS_SCHEMA = "audit string, kind string, count long, at_risk boolean, summary string, run_at timestamp"
+
+
+def record_findings(staged: StagedTables, result: AuditResult):
+    """The run's findings as a table too (``findings_<audit>``); returned with every published run's before it
+    (kind, count, run_at): reports plot them over time."""
+    from pyspark.sql import functions as F
+
     from spark_bookkeeper.audit.history import read_history
     rows = [(result.audit, f.kind, f.count, f.at_risk, f.summary, result.run.at) for f in result.findings]
-    df = spark.createDataFrame(rows, "audit string, kind string, count long, at_risk boolean, summary string, "
-                                     "run_at timestamp")
     table = f"findings_{result.audit}"
-    snapshot(spark, df, output_dir, table, result.run, result.tables)
-    return read_history(spark, output_dir, table)
+    columns = ("kind", "count", "run_at")
+    current = snapshot(staged, staged.spark.createDataFrame(rows, FINDINGS_SCHEMA), table).select(*columns)
+    earlier = read_history(staged.spark, staged.output, table)
+    if earlier is None:
+        return current
+    # An earlier attempt of this very run (the same --run-at) is the one being replaced.
+    return earlier.where(F.col("run").cast("string") != result.run.run_id).select(*columns).unionByName(current)

@@ -3,12 +3,16 @@
 Every run is kept (a second run the same day adds a ``run=`` partition next to the first; rerunning the same
 ``--run-at`` replaces that one run): the replication audit compares open ledgers with an earlier run some hours
 back, which a one-run-per-day layout would lose. "What changed since yesterday" compares the last run of each
-date. Spark's partition discovery turns ``date`` and ``run`` into columns.
+date. Spark's partition discovery turns ``date`` and ``run`` into columns. A run writes its tables to staging
+directories that neither partition discovery nor ``read_history`` sees, and publishes them when it is done
+(staging.py).
 """
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+
+from spark_bookkeeper.audit import hadoop_fs
 
 RUN_FORMAT = "%Y%m%dT%H%M%SZ"
 
@@ -52,23 +56,21 @@ def run_time(run_id: str) -> dt.datetime:
 
 
 def write_table(df, output: str, table: str, run: Run) -> str:
-    """Write ``df`` as this run's partition of ``table`` (replacing the same run's earlier attempt)."""
+    """Write ``df`` straight to this run's partition of ``table`` (replacing the same run's earlier attempt):
+    backfills and tests. An audit run stages its tables first and publishes them together (staging.py)."""
     path = run.path(output, table)
     df.write.mode("overwrite").parquet(path)
     return path
 
 
 def read_history(spark, output: str, table: str):
-    """Every run of ``table`` written so far (columns ``date`` and ``run`` added), or None if there is none."""
-    from pyspark.errors import AnalysisException
+    """Every published run of ``table`` (columns ``date`` and ``run`` added), or None if there is none. Asks
+    the file system first: Spark reading a glob that matches nothing logs a stack trace before it fails."""
     base = f"{output.rstrip('/')}/{table}"
-    try:
-        # basePath: the date and run directories become columns
-        return spark.read.option("basePath", base).parquet(f"{base}/date=*/run=*")
-    except AnalysisException as exc:
-        if "PATH_NOT_FOUND" in str(exc) or "Path does not exist" in str(exc):
-            return None
-        raise
+    runs = f"{base}/date=*/run=*"
+    if not hadoop_fs.matches(spark, runs):
+        return None
+    return spark.read.option("basePath", base).parquet(runs)  # basePath: date and run become columns
 
 
 def runs_before(spark, output: str, table: str, run: Run) -> list[str]:

@@ -36,7 +36,9 @@ from bookie.meta.ledger_underreplication_manager import UNRECOVERABLE
 from spark_bookkeeper.audit.common import (ANSWERED, UNAVAILABLE, check_cluster, read_tables, record_findings,
                                            snapshot, snapshots)
 from spark_bookkeeper.audit.history import Run, read_history, run_time, runs_before
+from spark_bookkeeper.audit.phases import Progress
 from spark_bookkeeper.audit.result import AuditResult, Finding
+from spark_bookkeeper.audit.staging import AuditRun
 
 DEFAULT_MAX_UNDERREPLICATED = 0  # any marked ledger is at risk: raise it to ride out a recovery in progress
 DEFAULT_MAX_UNDERREPLICATED_AGE = 3600  # seconds: marked longer than this is at risk whatever the count
@@ -163,46 +165,24 @@ def baseline_run(spark, output: str, run: Run, silent_after_s: int) -> str | Non
     return old_enough[-1] if old_enough else None
 
 
-def run_replication_audit(spark, uri: str, output_dir: str, run: Run | None = None,
-                          max_underreplicated: int = DEFAULT_MAX_UNDERREPLICATED,
-                          max_underreplicated_age: int = DEFAULT_MAX_UNDERREPLICATED_AGE,
-                          silent_after: int = DEFAULT_SILENT_AFTER, report_dir: str | None = None) -> AuditResult:
-    """Run the replication audit of the cluster at ``uri``; tables under ``output_dir``, report next to them."""
-    from spark_bookkeeper.audit.report import write_replication_report
-    for name, value in (("max under-replicated", max_underreplicated),
-                        ("max under-replicated age", max_underreplicated_age), ("silent after", silent_after)):
-        if value < 0:
-            raise ValueError(f"{name} {value} must be 0 or more")
-    check_cluster(uri)
-    run = run or Run.now()
-    result = AuditResult("replication", run)
-    written = result.tables
-    base = baseline_run(spark, output_dir, run, silent_after)
-    ur, ledgers, fragments, bookie_ledgers = snapshots(
-        spark, read_tables(spark, uri, ("underreplicated", "ledgers", "fragments", "bookie_ledgers")), output_dir,
-        run, written)
-    aged, short, single, opened = snapshots(spark, {
-        "underreplicated_aged": underreplicated_aged(ur, run, max_underreplicated_age),
-        "short_fragments": short_fragments(fragments, ledgers, bookie_ledgers, ur),
-        "single_bookie_ledgers": single_bookie_ledgers(ledgers, bookie_ledgers),
-        "open_ledgers": open_ledgers(ledgers, bookie_ledgers, run)}, output_dir, run, written)
-    baseline = None
-    if base is not None:
-        history = read_history(spark, output_dir, "open_ledgers")
-        baseline = history.where(F.col("run").cast("string") == base)
-    silent = snapshot(spark, silent_writers(opened, baseline, run), output_dir, "silent_writers", run, written)
+READ = ("underreplicated", "ledgers", "fragments", "bookie_ledgers")  # the tables of format("bookkeeper") read
 
+
+def replication_findings(aged: DataFrame, short: DataFrame, single: DataFrame, opened: DataFrame,
+                         silent: DataFrame, base: str | None, thresholds: dict[str, int]) -> list[Finding]:
+    """The findings; ``thresholds``: max_underreplicated, max_underreplicated_age, silent_after."""
+    max_count, max_age = thresholds["max_underreplicated"], thresholds["max_underreplicated_age"]
+    silent_after = thresholds["silent_after"]
     counts = aged.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("over_age").cast("int")).alias("old"),
                       F.sum((F.col("state") == UNRECOVERABLE).cast("int")).alias("lost")).first()
     n_ur, n_old, n_lost = counts.n, counts.old or 0, counts.lost or 0
     shorts = short.agg(F.count(F.lit(1)).alias("n"), F.sum((~F.col("under_replicated")).cast("int")).alias("unmarked"),
                        F.sum((F.col("min_copies") <= 0).cast("int")).alias("none_left"),
                        F.countDistinct("scope_id", "ledger_id").alias("ledgers")).first()
-    n_open = opened.count()
-    result.findings = [
-        Finding("underreplicated_aged", n_ur, n_ur > max_underreplicated or n_old > 0,
-                f"under-replicated ledgers ({n_old} marked longer than {max_underreplicated_age} s; at risk above "
-                f"{max_underreplicated} or past that age)"),
+    return [
+        Finding("underreplicated_aged", n_ur, n_ur > max_count or n_old > 0,
+                f"under-replicated ledgers ({n_old} marked longer than {max_age} s; at risk above "
+                f"{max_count} or past that age)"),
         Finding("unrecoverable", n_lost, True, "ledgers AutoRecovery gave up on (state unrecoverable)"),
         Finding("short_fragments", shorts.n, (shorts.unmarked or 0) > 0 or (shorts.none_left or 0) > 0,
                 f"fragments with fewer copies than the write quorum, in {shorts.ledgers} ledgers: "
@@ -212,10 +192,46 @@ def run_replication_audit(spark, uri: str, output_dir: str, run: Run | None = No
         Finding("silent_writers", silent.count(), False,
                 f"open ledgers without a new entry for at least {silent_after} s"
                 + (f" (compared with run {base})" if base else
-                   f" (no earlier run {silent_after} s old or more: not judged this run; {n_open} open ledgers "
-                   "recorded)")),
+                   f" (no earlier run {silent_after} s old or more: not judged this run; {opened.count()} open "
+                   "ledgers recorded)")),
     ]
-    findings = record_findings(spark, result, output_dir)
-    result.report = write_replication_report(result, output_dir, report_dir, findings, aged, short, single, opened,
-                                             silent, base, bookies_in_part(bookie_ledgers))
-    return result
+
+
+def run_replication_audit(spark, uri: str, output_dir: str, run: Run | None = None,
+                          max_underreplicated: int = DEFAULT_MAX_UNDERREPLICATED,
+                          max_underreplicated_age: int = DEFAULT_MAX_UNDERREPLICATED_AGE,
+                          silent_after: int = DEFAULT_SILENT_AFTER, report_dir: str | None = None,
+                          progress: Progress | None = None) -> AuditResult:
+    """Run the replication audit of the cluster at ``uri``; tables under ``output_dir``, report next to them,
+    both published when the run is done (staging.py); ``progress`` gets one line per phase. An interrupted or
+    failed run raises RunAborted, having kept nothing."""
+    from spark_bookkeeper.audit.report import write_replication_report
+    thresholds = dict(max_underreplicated=max_underreplicated, max_underreplicated_age=max_underreplicated_age,
+                      silent_after=silent_after)
+    for name, value in thresholds.items():
+        if value < 0:
+            raise ValueError(f"{name.replace('_', ' ').replace('underreplicated', 'under-replicated')} {value} "
+                             "must be 0 or more")
+    check_cluster(uri)
+    run = run or Run.now()
+    with AuditRun(spark, "replication", output_dir, run, report_dir, READ, progress) as audit:
+        audit.phases.start("history")
+        base = baseline_run(spark, output_dir, run, silent_after)
+        baseline = None
+        if base is not None:
+            baseline = read_history(spark, output_dir, "open_ledgers").where(F.col("run").cast("string") == base)
+        audit.phases.start("tables")
+        ur, ledgers, fragments, bookie_ledgers = snapshots(audit.tables, read_tables(spark, uri, READ))
+        audit.phases.start("findings")
+        aged, short, single, opened = snapshots(audit.tables, {
+            "underreplicated_aged": underreplicated_aged(ur, run, max_underreplicated_age),
+            "short_fragments": short_fragments(fragments, ledgers, bookie_ledgers, ur),
+            "single_bookie_ledgers": single_bookie_ledgers(ledgers, bookie_ledgers),
+            "open_ledgers": open_ledgers(ledgers, bookie_ledgers, run)})
+        silent = snapshot(audit.tables, silent_writers(opened, baseline, run), "silent_writers")
+        audit.result.findings = replication_findings(aged, short, single, opened, silent, base, thresholds)
+        findings = record_findings(audit.tables, audit.result)
+        audit.phases.start("report")
+        write_replication_report(audit.result, audit.report.open(), findings, aged, short, single, opened, silent,
+                                 base, bookies_in_part(bookie_ledgers))
+        return audit.publish()

@@ -10,6 +10,17 @@ EXIT_OK = 0  # nothing at risk (warnings may still be in the report)
 EXIT_FAILED = 1  # the audit itself failed (Python's code for an uncaught error; a Spark job that failed)
 EXIT_USAGE = 2  # bad arguments, or the cluster could not be reached
 EXIT_AT_RISK = 3  # the audit ran and found data at risk
+# Ended by Ctrl-C, as a shell gives it (128 + SIGINT); bookie/cli/interrupts.py has the same for the other commands.
+INTERRUPTED = 130
+
+
+class RunAborted(Exception):
+    """A run ended before it was published (Ctrl-C or a failure): its Spark jobs cancelled, its staging
+    directories removed, nothing of it kept. ``str()`` is the one line that says so; the cause is chained."""
+
+    def __init__(self, line: str, exit_code: int):
+        super().__init__(line)
+        self.exit_code = exit_code
 
 
 @dataclass

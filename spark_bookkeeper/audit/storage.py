@@ -28,7 +28,9 @@ from pyspark.sql import functions as F
 
 from spark_bookkeeper.audit.common import ANSWERED, check_cluster, read_tables, record_findings, snapshots
 from spark_bookkeeper.audit.history import Run, read_history, runs_before
+from spark_bookkeeper.audit.phases import Progress
 from spark_bookkeeper.audit.result import AuditResult, Finding
+from spark_bookkeeper.audit.staging import AuditRun
 
 DEFAULT_STALE_GC_PASSES = 3
 # Our connector's log name first, then the key applications commonly set (Pulsar: "application", with the topic
@@ -175,10 +177,36 @@ def known_ledgers(spark, output: str, run: Run) -> DataFrame | None:
     return history.where(F.col("run").cast("string") == earlier[-1]).select("scope_id", "ledger_id").distinct()
 
 
+READ = ("entrylogs", "bookie_ledgers", "ledgers")  # the tables of format("bookkeeper") the audit reads
+
+
+def storage_findings(space: DataFrame, skipped: DataFrame, deleted: DataFrame, orphans: DataFrame,
+                     stale_gc_passes: int) -> list[Finding]:
+    totals = space.agg(F.sum((F.col("status") != "ok").cast("int")).alias("unanswered"),
+                       F.sum("garbage_bytes").alias("g"), F.sum("major_reclaimable_bytes").alias("m")).first()
+    on_disk = deleted.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("stale").cast("int")).alias("stale")).first()
+    kinds = {r.kind: r["count"] for r in orphans.groupBy("kind").count().collect()}
+    return [
+        Finding("orphans", sum(kinds.values()), True,
+                f"{kinds.get('no_metadata', 0)} ledger copies without metadata, {kinds.get('holds_nothing', 0)} "
+                "bookies named by a ledger's metadata holding none of its entries"),
+        Finding("skipped_logs", skipped.count(), True, "entry logs GC skipped as unreadable"),
+        Finding("deleted_not_reclaimed", on_disk.stale or 0, False,
+                f"deleted ledgers' copies still on disk more than {stale_gc_passes} GC passes after GC saw them "
+                f"deleted ({on_disk.n} copies of deleted ledgers on disk in all)"),
+        Finding("bookie_space", totals.unanswered or 0, False,
+                f"bookies without GC state (not answering, or stock BookKeeper bookies); garbage on disk "
+                f"{totals.g or 0} bytes, {totals.m or 0} of them reclaimable by the next major compaction"),
+    ]
+
+
 def run_storage_audit(spark, uri: str, output_dir: str, run: Run | None = None,
                       stale_gc_passes: int = DEFAULT_STALE_GC_PASSES,
-                      owner_keys: tuple[str, ...] = DEFAULT_OWNER_KEYS, report_dir: str | None = None) -> AuditResult:
-    """Run the storage audit of the cluster at ``uri``; tables under ``output_dir``, report next to them."""
+                      owner_keys: tuple[str, ...] = DEFAULT_OWNER_KEYS, report_dir: str | None = None,
+                      progress: Progress | None = None) -> AuditResult:
+    """Run the storage audit of the cluster at ``uri``; tables under ``output_dir``, report next to them, both
+    published when the run is done (staging.py); ``progress`` gets one line per phase. An interrupted or failed
+    run raises RunAborted, having kept nothing."""
     from spark_bookkeeper.audit.report import write_storage_report
     if stale_gc_passes < 0:
         raise ValueError(f"stale GC passes {stale_gc_passes} must be 0 or more")
@@ -186,38 +214,21 @@ def run_storage_audit(spark, uri: str, output_dir: str, run: Run | None = None,
         raise ValueError("no owner key given: name at least one custom-metadata key (e.g. application)")
     check_cluster(uri)
     run = run or Run.now()
-    result = AuditResult("storage", run)
-    written = result.tables
-    known = known_ledgers(spark, output_dir, run)  # before this run's snapshot joins the history
-    entrylogs, bookie_ledgers, ledgers = snapshots(
-        spark, read_tables(spark, uri, ("entrylogs", "bookie_ledgers", "ledgers")), output_dir, run, written)
-    space, skipped, deleted, orphans, owners = snapshots(spark, {
-        "bookie_space": bookie_space(entrylogs),
-        "skipped_logs": skipped_logs(entrylogs),
-        "deleted_not_reclaimed": deleted_not_reclaimed(bookie_ledgers, known, stale_gc_passes),
-        "orphans": lambda: confirm_orphans(spark, orphan_candidates(bookie_ledgers, known), uri),
-        "space_by_owner": space_by_owner(ledgers, bookie_ledgers, owner_keys)}, output_dir, run, written)
-
-    totals = space.agg(F.sum((F.col("status") != "ok").cast("int")).alias("unanswered"),
-                       F.sum("garbage_bytes").alias("g"), F.sum("major_reclaimable_bytes").alias("m")).first()
-    unanswered = totals.unanswered or 0
-    on_disk = deleted.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("stale").cast("int")).alias("stale")).first()
-    stale = on_disk.stale or 0
-    kinds = {r.kind: r["count"] for r in orphans.groupBy("kind").count().collect()}
-    result.findings = [
-        Finding("orphans", sum(kinds.values()), True,
-                f"{kinds.get('no_metadata', 0)} ledger copies without metadata, {kinds.get('holds_nothing', 0)} "
-                "bookies named by a ledger's metadata holding none of its entries"),
-        Finding("skipped_logs", skipped.count(), True, "entry logs GC skipped as unreadable"),
-        Finding("deleted_not_reclaimed", stale, False,
-                f"deleted ledgers' copies still on disk more than {stale_gc_passes} GC passes after GC saw them "
-                f"deleted ({on_disk.n} copies of deleted ledgers on disk in all)"),
-        Finding("bookie_space", unanswered, False,
-                f"bookies without GC state (not answering, or stock BookKeeper bookies); garbage on disk "
-                f"{totals.g or 0} bytes, {totals.m or 0} of them reclaimable by the next major compaction"),
-    ]
-    findings = record_findings(spark, result, output_dir)
-    result.report = write_storage_report(result, output_dir, report_dir, findings, space, owners, deleted, orphans,
-                                         skipped, entrylogs)
-    return result
-
+    with AuditRun(spark, "storage", output_dir, run, report_dir, READ, progress) as audit:
+        audit.phases.start("history")
+        known = known_ledgers(spark, output_dir, run)  # before this run's snapshot joins the history
+        audit.phases.start("tables")
+        entrylogs, bookie_ledgers, ledgers = snapshots(audit.tables, read_tables(spark, uri, READ))
+        audit.phases.start("findings")
+        space, skipped, deleted, orphans, owners = snapshots(audit.tables, {
+            "bookie_space": bookie_space(entrylogs),
+            "skipped_logs": skipped_logs(entrylogs),
+            "deleted_not_reclaimed": deleted_not_reclaimed(bookie_ledgers, known, stale_gc_passes),
+            "orphans": lambda: confirm_orphans(spark, orphan_candidates(bookie_ledgers, known), uri),
+            "space_by_owner": space_by_owner(ledgers, bookie_ledgers, owner_keys)})
+        audit.result.findings = storage_findings(space, skipped, deleted, orphans, stale_gc_passes)
+        findings = record_findings(audit.tables, audit.result)
+        audit.phases.start("report")
+        write_storage_report(audit.result, audit.report.open(), findings, space, owners, deleted, orphans, skipped,
+                             entrylogs)
+        return audit.publish()

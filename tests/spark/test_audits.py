@@ -255,16 +255,12 @@ def test_bk_audit_and_the_spark_submit_job_exit_0_on_a_healthy_cluster(cluster, 
     import subprocess
     import sys
 
-    from bookie.client import BookKeeper
+    from tests.helpers.audit_processes import BK_AUDIT as bk_cli
+    from tests.helpers.audit_processes import audit_env, write_closed_ledger
     c = cluster(3)
-    with BookKeeper(c.metadata_service_uri) as bk:
-        lh = bk.create_ledger(3, 2, 2, password=b"pw", custom_metadata={"application": b"cli-test"})
-        for i in range(5):
-            lh.append(b"entry-%d" % i)
-        lh.close()
+    write_closed_ledger(c.metadata_service_uri, b"cli-test")
     out = tmp_path / "audit"  # replication/ and storage/: each audit its own output directory
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    bk_cli = [sys.executable, "-m", "bookie.cli.main", "audit"]
+    env = audit_env()
 
     bad = subprocess.run(bk_cli + ["replication", "-u", c.metadata_service_uri, "--output", str(out / "replication"),
                                    "--max-underreplicated-age", "-5"], capture_output=True, text=True, timeout=120)
