@@ -58,7 +58,7 @@ bench: $(STAMP)
 	$(PY) bench/render_results.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache site
+	rm -rf $(VENV) build *.egg-info .pytest_cache site ci-artifacts
 
 # Regenerate the protobuf/gRPC code from bookie/proto/*.proto (a test fails when it is stale).
 proto: $(STAMP)
