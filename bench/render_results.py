@@ -19,7 +19,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from results import RESULTS_DIR, ROOT
+from results import RESULTS_DIR, ROOT, parse_target
 
 PAGE = os.path.join(ROOT, "docs", "benchmarks.md")
 PLOTS = os.path.join(ROOT, "docs", "benchmarks")
@@ -118,7 +118,7 @@ def plot(bench: str, runs: list[Result]) -> str | None:
     ax.barh(list(ys), [f["ratio"] for f in latest], color=colors, height=0.6)
     for y, f in zip(ys, latest):
         if f["target"]:
-            ax.plot([float(f["target"].split()[1])] * 2, [y - 0.4, y + 0.4], color="black", linewidth=2)
+            ax.plot([parse_target(f["target"])[1]] * 2, [y - 0.4, y + 0.4], color="black", linewidth=2)
         earlier = [g["ratio"] for r in runs[-EARLIER_RUNS:-1] for g in r.figures
                    if g["name"] == f["name"] and g["ratio"] is not None]
         ax.plot(earlier, [y] * len(earlier), "o", color="#212121", markeredgecolor="white", markersize=5, zorder=3)

@@ -50,12 +50,21 @@ class Figure:
             self.met = target_met(self.target, self.value if self.ratio is None else self.ratio)
 
 
+def parse_target(target: str) -> tuple[str, float]:
+    """(operator, bound) of ``">= 0.5"`` or ``"<= 1.5"``."""
+    op, _, bound = target.strip().partition(" ")
+    try:
+        if op in _COMPARE:
+            return op, float(bound)
+    except ValueError:
+        pass
+    raise ValueError(f"target {target!r}: must be '>= <number>' or '<= <number>'")
+
+
 def target_met(target: str, measured: float) -> bool:
     """Whether ``measured`` holds ``target`` (``">= 0.5"`` or ``"<= 1.5"``)."""
-    op, _, bound = target.strip().partition(" ")
-    if op not in _COMPARE:
-        raise ValueError(f"target {target!r}: must be '>= <number>' or '<= <number>'")
-    return _COMPARE[op](measured, float(bound))
+    op, bound = parse_target(target)
+    return _COMPARE[op](measured, bound)
 
 
 def _git(*args: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from bookie.util.human import human_bytes
 from spark_bookkeeper.audit import plots
 from spark_bookkeeper.audit.result import AuditResult
 from spark_bookkeeper.audit.staging import REPORT_NAME
@@ -18,14 +19,8 @@ DETAIL_ROWS = 20  # rows of each detail table in the report; the Parquet tables 
 
 
 def human(n) -> str:
-    if n is None:
-        return "–"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    """A byte count as the report's tables show it (bookie/util/human.py), "–" for none."""
+    return "–" if n is None else human_bytes(int(n))
 
 
 def table(rows: list, columns: list[tuple[str, object]], total: int | None = None) -> str:
