@@ -3,6 +3,8 @@ from setuptools import find_packages, setup
 
 # Spark's Arrow path (createDataFrame, toPandas) needs pandas; without it a notebook or test warns that Arrow is off.
 PANDAS = "pandas>=2.2,<3"  # PySpark 4.3 needs 2.2 and warns that it does not fully support 3
+# What PySpark's Spark Connect client needs beside pyspark (pyspark[connect] without a second pyspark pin).
+CONNECT = ["grpcio-status>=1.76,<2", "googleapis-common-protos>=1.71,<2", "zstandard>=0.25,<1", PANDAS]
 
 setup(
     name="spark-bookkeeper",
@@ -13,7 +15,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["spark_bookkeeper*", "pyspark_bookkeeper*", "bookie*"]),  # jobs/: scripts, not a package
     install_requires=[
-        "pyspark>=4.3,<4.4",
+        "pyspark>=4.0,<4.4",  # the Python data source API; newer APIs are used where present (spark_versions.py)
         "pyarrow>=17,<30",
         "numpy>=1.26,<3",
         "kazoo>=2.10,<3",
@@ -34,8 +36,9 @@ setup(
             "nbclient>=0.10,<1",  # the notebooks run in the test suite
             "nbformat>=5.10,<6",
             "ipykernel>=6.29,<8",
-            PANDAS,  # the notebooks run with Arrow, as the [notebooks] extra installs them
+            *CONNECT,  # the Spark Connect tests; its pandas also runs the notebooks with Arrow, as [notebooks] does
         ],
+        "connect": CONNECT,  # a Spark Connect client (SparkSession.builder.remote("sc://..."))
         "notebooks": [  # what `jupyter lab notebooks/` needs (make notebooks)
             "jupyterlab>=4.2,<5",  # with ipykernel, the notebooks' kernel
             PANDAS,

@@ -1,4 +1,5 @@
-"""Shared by bench/spark_read.py and bench/spark_write.py: a local cluster, a SparkSession, a timer."""
+"""Shared by bench/spark_read.py and bench/spark_write.py: a local cluster, a SparkSession, a Spark Connect
+session next to it (``connect_session``: a server of its own, the same settings), a timer."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,31 @@ from contextlib import contextmanager
 ROWS = 200_000
 PAYLOAD = 1024
 PARTITIONS = 4
+
+
+@contextmanager
+def connect_session(base: str):
+    """A remote SparkSession on a Spark Connect server of its own (local[2], the classic session's settings),
+    started under ``base``, stopped by PID at the end. Build its DataFrames and run its calls inside
+    ``connect_mode()`` (bookie.testing.spark_connect: pyspark picks Connect's functions by an environment
+    variable, and the classic session shares the process)."""
+    from bookie.testing.spark_connect import SparkConnectServer
+    with SparkConnectServer(os.path.join(base, "connect")) as server:
+        session = server.session()
+        try:
+            yield session
+        finally:
+            session.stop()
+
+
+def on_connect(call):
+    """``call`` run with pyspark.sql's functions Spark Connect's (a contender of best_of_each)."""
+    from bookie.testing.spark_connect import connect_mode
+
+    def run():
+        with connect_mode():
+            return call()
+    return run
 
 
 @contextmanager

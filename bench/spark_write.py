@@ -3,7 +3,9 @@ client's own pipelined append rate (append_batch, one process, the sink's quorum
 discards what Spark hands it (Spark's own cost of turning rows into Arrow batches for a Python writer)
 and Parquet on local disk. They take turns on the same bookies, so none is measured on bookies fresher
 than the others' (a bookie's page cache grows with what it has written, and so does its cost per entry).
-Target: bookkeeper >= 0.7 of the client's pipelined append rate, on every run.
+The same write from a Spark Connect session (a server of its own, local[2], the same settings) takes its
+turn too. Targets: bookkeeper >= 0.7 of the client's pipelined append rate, on every run; over Spark Connect
+>= 0.8 of the classic session (the rows are made and written on the server either way).
 
     python bench/spark_write.py [--rows 200000] [--runs 3]
 """
@@ -15,7 +17,8 @@ import os
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
 from results import Figure, record
-from spark_common import parse_args, PAYLOAD, best_of_each, cluster_and_spark, line, payload_frame
+from spark_common import (PAYLOAD, best_of_each, cluster_and_spark, connect_session, line, on_connect, parse_args,
+                          payload_frame)
 
 
 class DiscardWriter(DataSourceArrowWriter):
@@ -40,7 +43,8 @@ def main() -> None:
     args = parse_args(__doc__)
     from bookie.client import BookKeeper
     from bookie.client import benchmark
-    with cluster_and_spark() as (cluster, spark, base), BookKeeper(cluster.metadata_service_uri) as bk:
+    with cluster_and_spark() as (cluster, spark, base), connect_session(base) as remote, \
+            BookKeeper(cluster.metadata_service_uri) as bk:
         uri = cluster.metadata_service_uri
         client_runs: list = []
 
@@ -56,11 +60,19 @@ def main() -> None:
             (data.write.format("bookkeeper").mode("append").option("metadataServiceUri", uri)
              .option("log", f"bench-{next(counter)}").save())
 
+        remote_data = on_connect(lambda: payload_frame(remote, args.rows).cache())()
+        on_connect(remote_data.count)()
+
+        def to_bookkeeper_over_connect():
+            (remote_data.write.format("bookkeeper").mode("append").option("metadataServiceUri", uri)
+             .option("log", f"bench-{next(counter)}").save())
+
         parquet = os.path.join(base, "bench.parquet")
         best = best_of_each(args.runs, {"bk": to_bookkeeper, "client": to_bookkeeper_by_client,
+                                        "connect": on_connect(to_bookkeeper_over_connect),
                                         "discard": lambda: data.write.format("discard_ceiling").mode("append").save(),
                                         "parquet": lambda: data.write.mode("overwrite").parquet(parquet)})
-        t_bk, t_pq, t_discard = best["bk"], best["parquet"], best["discard"]
+        t_bk, t_pq, t_discard, t_connect = best["bk"], best["parquet"], best["discard"], best["connect"]
         client = max(client_runs[1:], key=lambda r: r.rate)  # the best timed turn (the first is the warm-up)
     conditions = f"{args.rows:,} rows x 1 KiB, local[2], 3 bookies on this machine, E=3 WQ=2 AQ=2, best of {args.runs}"
     print(f"spark write bench ({conditions}):")
@@ -73,6 +85,8 @@ def main() -> None:
     print(line("Parquet on local disk", t_pq, args.rows))
     print(line("format(\"bookkeeper\") to bookies", t_bk, args.rows,
                f"({args.rows / t_bk / client.rate:.2f} of the client's rate; target >= 0.7)"))
+    print(line("the same over Spark Connect", t_connect, args.rows,
+               f"({t_bk / t_connect:.2f} of the classic session; target >= 0.8)"))
     rate = args.rows / t_bk
     record("spark_write", [
         Figure("bookkeeper write, vs the client", rate, "rows/s", baseline="client append_batch (one process)",
@@ -81,7 +95,10 @@ def main() -> None:
                baseline_value=discard),
         Figure("bookkeeper write, vs Parquet", rate, "rows/s", baseline="Parquet on local disk",
                baseline_value=args.rows / t_pq),
-    ], notes=[conditions])
+        Figure("bookkeeper write, Connect vs classic", args.rows / t_connect, "rows/s",
+               baseline="bookkeeper write, classic session", baseline_value=rate, target=">= 0.8"),
+    ], notes=[conditions, "Spark Connect: a server of its own on this machine (local[2], the same settings), "
+                          "the client on loopback"])
 
 
 if __name__ == "__main__":

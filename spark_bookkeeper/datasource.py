@@ -2,17 +2,22 @@
 metadata. Its options are parsed and checked in spark_bookkeeper/options.py, read by reader.py (batch),
 stream_reader.py (logs) and ledger_stream_reader.py (bare ledgers), written by writer.py.
 
+Which options a read takes is decided in options.py: everything at ``load()`` (``ReadOptions.parse``: names,
+values, contradictions, and what the running PySpark cannot honour: spark_versions.py), then what only a batch
+read (``check_batch``: no trigger options, Kafka's batch offsets) or only a stream (``check_stream``: no end)
+takes. A batch read of a log may be placed by offsets or commit times (log_offsets.py), as Kafka's batch source.
+
 A write is checked on the driver before a task runs (``check_write``): its options, its columns (one
 ``payload``, binary or string) and that the cluster has ``ensembleSize`` writable bookies.
 """
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from spark_bookkeeper import bookie_tables, tables
-from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions, WriteOptions
+from spark_bookkeeper.options import BookKeeperOptionException, ReadOptions, WriteOptions, check_batch, check_stream
+from spark_bookkeeper.spark_versions import arrow_schema
 
 READ_SCHEMA = "ledger_id long, entry_id long, payload binary"
 LOG_READ_SCHEMA = READ_SCHEMA + ", log string, segment int"
@@ -66,12 +71,9 @@ class BookKeeperDataSource(DataSource):
         if opts.table:
             return tables.TableReader(opts)
         from spark_bookkeeper.reader import BookKeeperReader, PushdownBookKeeperReader
-        for name in STREAM_ONLY_OPTIONS:
-            if name in self.options:
-                raise BookKeeperOptionException(f"option {name} applies to streaming reads (spark.readStream); a batch "
-                                                "read takes every segment still in the log, or startEntry/endEntry")
+        check_batch(opts)  # Kafka's batch rules; no trigger options
         cls = PushdownBookKeeperReader if opts.filter_pushdown else BookKeeperReader
-        return cls(opts, schema, to_arrow_schema(schema, timezone="UTC"))
+        return cls(opts, schema, arrow_schema(schema))
 
     def writer(self, schema: StructType, overwrite: bool):
         from spark_bookkeeper.writer import BookKeeperWriter
@@ -82,8 +84,9 @@ class BookKeeperDataSource(DataSource):
         from spark_bookkeeper.reader import BookKeeperReader
         from spark_bookkeeper.stream_reader import LogStreamReader
         opts = ReadOptions.parse(self.options)
+        check_stream(opts)  # no end
         cls = LedgerStreamReader if opts.ledgers is not None else LogStreamReader
-        return cls(opts, BookKeeperReader(opts, schema, to_arrow_schema(schema, timezone="UTC")))
+        return cls(opts, BookKeeperReader(opts, schema, arrow_schema(schema)))
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         from spark_bookkeeper.writer import BookKeeperStreamWriter

@@ -2,7 +2,7 @@
 
 Python writers get Arrow batches of WRITE_ARROW_BATCH_ROWS (1,024) rows
 (``spark.sql.execution.arrow.maxRecordsPerBatch``), not Spark's 10,000: ~1 MiB batches of 1 KiB rows cost
-the JVM less CPU per write (docs/benchmark_history.md, bench/spark_write.py).
+the JVM less CPU per write (docs/benchmarks.md, bench/spark_write.py).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import sys
 
 # Rows per Arrow batch Spark sends a Python writer (Spark's default is 10,000): ~1 MiB batches of 1 KiB
-# rows cost the JVM less CPU per write (figures: docs/benchmark_history.md, bench/spark_write.py). Reads are
+# rows cost the JVM less CPU per write (figures: docs/benchmarks.md, bench/spark_write.py). Reads are
 # not affected: the reader hands Spark Arrow batches of its own.
 WRITE_ARROW_BATCH_ROWS = 1024
 

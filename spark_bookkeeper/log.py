@@ -1,7 +1,8 @@
 """The connector's commit protocol on logs: a named, ordered list of ledgers kept in ZooKeeper, changed
 only by compare-and-set. The record itself (JSON at ``<ledgers root>/logs/<name>``, absolute segment
 numbers, truncation bookkeeping) is ``bookie.meta.log_metadata``, so that ``bk shell truncatelog`` can
-use it without importing the connector; truncation is ``bookie.client.log_truncation``.
+use it without importing the connector; truncation is ``bookie.client.log_truncation``. Reads placed in a
+log by offsets or by the commit times stamped here are spark_bookkeeper/log_offsets.py.
 
 A batch's ledgers are appended in ONE znode ``setData`` with the expected version, so concurrent
 writers (and truncations) never lose each other's changes (the loser re-reads and retries). An

@@ -12,6 +12,12 @@ batch reads (``bookie/client/batched_read.py``); otherwise (striped, WQ < E) boo
 entries it is first in the write set for (``e % E == i``). No slice holds more than
 ``maxEntriesPerPartition`` entries of a fragment.
 
+A read of a log reads the segments its positions select (``startingOffsets``/``endingOffsets`` or
+``startingTimestamp``/``endingTimestamp``, as Kafka's batch source: spark_bookkeeper/log_offsets.py
+``batch_range``), resolved when the plan is made; ``load()`` checks every segment's ledger (a stream reads
+the same schema and is placed later). A read of nothing has no partition of ours: Spark's one empty
+partition reads no rows.
+
 Those slices are then packed (spark_bookkeeper/partition_packing.py) into partitions of about
 ``maxBytesPerPartition`` estimated bytes, each slice counting ``openCostInBytes`` more, a partition
 holding the slices of one bookie only: many small ledgers are read by few tasks, each reading its
@@ -109,13 +115,19 @@ class BookieTransports:
 DEFAULT_ENTRY_BYTES = 1024  # per entry of an open ledger, when no closed ledger of the read tells better
 
 
-def entry_bytes(slices: list[LedgerSlice]) -> dict[LedgerId, float]:
-    """Estimated bytes per entry of each ledger: a closed ledger's length over its entries; an open one's
-    the average of the closed ones here, else DEFAULT_ENTRY_BYTES."""
-    known = {sl.ledger: sl.metadata.length / (sl.metadata.last_entry_id + 1) for sl in slices
-             if sl.metadata.is_closed and sl.metadata.last_entry_id >= 0}
+def estimate_entry_bytes(metadata: dict) -> dict:
+    """Estimated bytes per entry of each ledger (``metadata``: any key to its LedgerMetadata): a closed ledger's
+    length over its entries; an open one's the average of the closed ones here, else DEFAULT_ENTRY_BYTES (the
+    client learns an open ledger's LAC from its bookies, not its length)."""
+    known = {key: md.length / (md.last_entry_id + 1) for key, md in metadata.items()
+             if md.is_closed and md.last_entry_id >= 0}
     average = sum(known.values()) / len(known) if known else DEFAULT_ENTRY_BYTES
-    return {sl.ledger: known.get(sl.ledger, average) for sl in slices}
+    return {key: known.get(key, average) for key in metadata}
+
+
+def entry_bytes(slices: list[LedgerSlice]) -> dict[LedgerId, float]:
+    """Estimated bytes per entry of each ledger of ``slices`` (``estimate_entry_bytes``)."""
+    return estimate_entry_bytes({sl.ledger: sl.metadata for sl in slices})
 
 
 def pack_partitions(slices: list[LedgerSlice], transports: "BookieTransports", opts: ReadOptions) -> list[PackedPartition]:
@@ -233,19 +245,26 @@ def contiguous_shares(first: int, last: int, ensemble_size: int, per_partition: 
     return [(k % ensemble_size, bounds[k], bounds[k + 1] - 1) for k in range(pieces)]
 
 
-def _targets(bk, opts: ReadOptions) -> list[tuple[LedgerId, str | None, int | None]]:
-    """(ledger, log, segment) of everything the read selects."""
+Target = tuple[LedgerId, "str | None", "int | None", int, "int | None"]  # ledger, log, segment, first, last
+
+
+def _targets(bk, opts: ReadOptions, positioned: bool = True) -> list[Target]:
+    """(ledger, log, segment, first entry, last entry or None: its end) of everything the read selects. A log's
+    segments are those its positions select (``log_offsets.batch_range``) when ``positioned``; every segment
+    otherwise (load()'s check of a log a stream, placed later, may read)."""
     from spark_bookkeeper.log import LogNotFoundException, read_log
+    from spark_bookkeeper.log_offsets import batch_range, commit_time
     if opts.log is not None:
         try:
-            numbered = read_log(bk.store, opts.log).numbered()
+            log = read_log(bk.store, opts.log)
         except LogNotFoundException as exc:
             raise BookKeeperOptionException(f"option log: {exc}") from None
-        targets = [(s.ledger, opts.log, n) for n, s in numbered]  # absolute segment numbers
+        ranges = batch_range(log, opts, commit_time(bk)) if positioned else [(n, 0, None) for n, _ in log.numbered()]
+        targets = [(log.segment(n).ledger, opts.log, n, first, last) for n, first, last in ranges]  # absolute numbers
     elif opts.ledgers is not None:
-        targets = [(lid, None, None) for lid in opts.ledgers]
+        targets = [(lid, None, None, 0, None) for lid in opts.ledgers]
     else:
-        targets = [(lid, None, None) for lid in bk.list_ledgers(opts.scope)]
+        targets = [(lid, None, None, 0, None) for lid in bk.list_ledgers(opts.scope)]
     if opts.ledger_filter is not None:  # pushed down: ledger_id = / IN
         targets = [t for t in targets if t[0].ledger_id in opts.ledger_filter]
     return targets
@@ -259,8 +278,8 @@ def _check(opts: ReadOptions, ledger: LedgerId, md: LedgerMetadata | LedgerAcces
                                     f"{md.digest_type.name.lower()}")
 
 
-def checked_metadata(bk, opts: ReadOptions, targets: list[tuple[LedgerId, str | None, int | None]], access_only: bool = False
-                     ) -> Iterator[tuple[tuple[LedgerId, str | None, int | None], Versioned[LedgerMetadata]]]:
+def checked_metadata(bk, opts: ReadOptions, targets: list[Target], access_only: bool = False
+                     ) -> Iterator[tuple[Target, Versioned[LedgerMetadata]]]:
     """Each target with its metadata, checked against the options: read once per ledger, many reads in flight
     (MetadataStore.read_ledgers, as BookKeeper's LedgerManager.asyncProcessLedgers walks them; ``access_only``:
     only the password and digest type, a LedgerAccess). A ledger the user named (option ledgers, or a log's
@@ -282,7 +301,7 @@ def check_selection(opts: ReadOptions) -> None:
     (at execution) reads the metadata again: ledgers may change between load() and the action."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     with gc_paused():
-        for _ in checked_metadata(bk, opts, _targets(bk, opts), access_only=True):
+        for _ in checked_metadata(bk, opts, _targets(bk, opts, positioned=False), access_only=True):
             pass
 
 
@@ -299,14 +318,16 @@ def readable_end(bk, opts: ReadOptions, ledger: LedgerId, versioned: Versioned[L
 
 def resolve_slices(opts: ReadOptions) -> list[LedgerSlice]:
     """The entry range to read of each ledger (an open one: up to its LAC, or recovered first), each ledger's
-    metadata read once."""
+    metadata read once: what the read's positions select (a log's), within startEntry/endEntry (which pushed-down
+    entry_id filters narrow)."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
     slices = []
-    for (ledger, log_name, segment), versioned in checked_metadata(bk, opts, _targets(bk, opts)):
+    for (ledger, log_name, segment, first, upto), versioned in checked_metadata(bk, opts, _targets(bk, opts)):
         md, lac = readable_end(bk, opts, ledger, versioned)
-        last = lac if opts.end_entry is None else min(opts.end_entry, lac)
-        if last >= opts.start_entry:
-            slices.append(LedgerSlice(ledger, md, opts.start_entry, last, log_name, segment))
+        first = max(first, opts.start_entry)
+        last = min(x for x in (lac, opts.end_entry, upto) if x is not None)
+        if last >= first:
+            slices.append(LedgerSlice(ledger, md, first, last, log_name, segment))
     return slices
 
 
@@ -320,6 +341,8 @@ class BookKeeperReader(DataSourceReader):
         return plan(self.opts)
 
     def read(self, partition: PackedPartition | FragmentMemberPartition):
+        if not isinstance(partition, (PackedPartition, FragmentMemberPartition)):
+            return iter(())  # a read of nothing (e.g. a log range past its last commit): Spark's one empty partition
         if isinstance(partition, PackedPartition):
             clients = connections.worker_clients().for_bookies(partition.services())
             return coalesced(itertools.chain(self._read_head(partition.head, clients),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from bookie.client import PayloadColumn
 from bookie.client.log_truncation import TruncationResult, delete_truncated
@@ -38,6 +38,7 @@ from spark_bookkeeper import connections
 from spark_bookkeeper.log import (LogRetention, LogSegment, LogUnavailableException, claim_for_sweep, commit_batch,
                                   finish_running, read_log_retrying, release_swept, running_writers, touch_running)
 from spark_bookkeeper.options import BookKeeperOptionException, WriteOptions
+from spark_bookkeeper.spark_versions import StreamWriterBase
 
 log = logging.getLogger(__name__)
 TAG_LOG, TAG_WRITER, TAG_BATCH = "spark.log", "spark.writer", "spark.batch"
@@ -255,8 +256,9 @@ def truncate_log(metadata_service_uri: str, log_name: str, *, before_segment: in
                                                now_ms=now_ms))
 
 
-class BookKeeperStreamWriter(BookKeeperWriter, DataSourceStreamArrowWriter):
-    """``df.writeStream.format("bookkeeper")``: the same writer, once per micro-batch.
+class BookKeeperStreamWriter(BookKeeperWriter, StreamWriterBase):
+    """``df.writeStream.format("bookkeeper")``: the same writer, once per micro-batch (Arrow batches on every
+    PySpark: 4.0's worker hands Arrow to any ``DataSourceArrowWriter``, 4.1 added the streaming one).
 
     The writer id is stable across restarts (option ``writerId``, else derived from the query's
     ``checkpointLocation``), so a micro-batch replayed after a crash carries a batch id the log has
@@ -289,14 +291,18 @@ def foreach_batch_writer(metadata_service_uri: str, log: str, writer_id: str | N
 
     ``writer_id`` names this pipeline in the log; by default it is ``foreachBatch:<log>:<query id>``, the
     streaming query's id, which its checkpoint keeps across restarts and which differs between two
-    queries, so two queries writing one log never take each other's batches for replays. Other options
-    (``ensembleSize``, ``password``, ...) are passed to the writer.
+    queries, so two queries writing one log never take each other's batches for replays. On Spark Connect
+    the function runs on the server and finds the query id through the session that started the query
+    (spark_bookkeeper.foreach_batch_query): that session must run this one query only, else pass
+    ``writer_id``. Other options (``ensembleSize``, ``password``, ...) are passed to the writer.
     """
+    from spark_bookkeeper.foreach_batch_query import StartingSession
     from spark_bookkeeper.options import check_log_name
     check_log_name(log)
+    starting = StartingSession()  # notes the starting session where Spark Connect unpickles this function
 
     def write_batch(batch_df, batch_id: int) -> None:
-        wid = writer_id or query_writer_id(batch_df, log)
+        wid = writer_id or query_writer_id(batch_df, log, starting)
         writer = (batch_df.write.format("bookkeeper").mode("append").option("metadataServiceUri", metadata_service_uri)
                   .option("log", log).option("writerId", wid).option("batchId", str(batch_id)))
         for key, value in options.items():
@@ -306,15 +312,23 @@ def foreach_batch_writer(metadata_service_uri: str, log: str, writer_id: str | N
     return write_batch
 
 
-def query_writer_id(batch_df, log_name: str) -> str:
-    """``foreachBatch:<log>:<query id>`` of the streaming query running ``batch_df``'s foreachBatch."""
+def query_writer_id(batch_df, log_name: str, starting=None) -> str:
+    """``foreachBatch:<log>:<query id>`` of the streaming query running ``batch_df``'s foreachBatch: the
+    thread's local property on a classic session, the starting session's one query on Spark Connect
+    (``starting``: a ``foreach_batch_query.StartingSession``)."""
+    from spark_bookkeeper.foreach_batch_query import AmbiguousQuery
+    reason = "called outside writeStream.foreachBatch"
     try:
         query_id = batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
     except Exception:  # Spark Connect sessions have no SparkContext (the error class differs by version)
         query_id = None
+    if not query_id and starting is not None:
+        try:
+            query_id = starting.query_id()
+        except AmbiguousQuery as exc:
+            reason = f"on Spark Connect, {exc}"
     if not query_id:
         raise BookKeeperOptionException(
-            f"foreach_batch_writer for log {log_name!r} cannot see the streaming query's id here (called outside "
-            "writeStream.foreachBatch, or on Spark Connect); pass writer_id=..., a name unique to this query and "
-            "the same across its restarts")
+            f"foreach_batch_writer for log {log_name!r} cannot tell the streaming query's id ({reason}); pass "
+            "writer_id=..., a name unique to this query and the same across its restarts")
     return f"foreachBatch:{log_name}:{query_id}"

@@ -18,6 +18,7 @@ from tests.helpers.native_bookie import served_natively
 
 KINDS = ("unit", "integration", "spark", "interop", "multihost")
 TESTS = pathlib.Path(__file__).parent
+SPARK_FIXTURES = {"spark", "spark_connect"}  # fixtures that start a SparkSession
 
 
 def pytest_configure(config) -> None:
@@ -27,11 +28,14 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """Mark each test with its kind, from the directory it is in."""
+    """Mark each test with its kind, from the directory it is in; a test elsewhere (tests/interop/) that
+    takes a SparkSession is a Spark test too (``make test`` runs ``-m spark`` on the oldest PySpark)."""
     for item in items:
         kind = item.path.relative_to(TESTS).parts[0]
         if kind in KINDS:
             item.add_marker(getattr(pytest.mark, kind))
+        if kind != "spark" and SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture
@@ -127,6 +131,33 @@ def spark():
     session = local_spark_session("spark-bookkeeper-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory):
+    """One Spark Connect server (local[2], the settings of ``spark``) for the whole run: a second JVM of ~1 GiB,
+    started in ~20 s; stopped by PID at the end. Tests take a session on it through ``spark_connect``."""
+    from bookie.testing.spark_connect import SparkConnectServer
+    server = SparkConnectServer(str(tmp_path_factory.mktemp("spark-connect"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect_session(spark_connect_server):
+    """One remote SparkSession (sc://) on the run's server, shared as ``spark`` is."""
+    session = spark_connect_server.session()
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def spark_connect(spark_connect_session):
+    """The run's Spark Connect session, pyspark.sql's functions Connect's for the test (they are picked by an
+    environment variable, process-wide: classic tests before and after keep classic's)."""
+    from bookie.testing.spark_connect import connect_mode
+    with connect_mode(True):
+        yield spark_connect_session
 
 
 @pytest.fixture(scope="module")

@@ -43,8 +43,11 @@ class TruncationResult:
         return text
 
 
-def _ledger_ctime(bk, segment: LogSegment) -> int | None:
-    """A segment's time when its log record predates commit times: its ledger's creation time."""
+def segment_time(bk, segment: LogSegment) -> int | None:
+    """A segment's time: its batch's commit time; when its log record predates commit times, its ledger's
+    creation time (None: the ledger is gone)."""
+    if segment.committed_ms is not None:
+        return segment.committed_ms
     try:
         return bk.ledger_metadata(segment.ledger).ctime
     except BKNoSuchLedgerExistsException:
@@ -59,7 +62,7 @@ def truncate_log(bk, name: str, retention: LogRetention) -> TruncationResult:
         retention = replace(retention, now_ms=int(time.time() * 1000))
 
     def time_of(segment: LogSegment) -> int | None:
-        return segment.committed_ms if segment.committed_ms is not None else _ledger_ctime(bk, segment)
+        return segment_time(bk, segment)
 
     attempt: dict = {}
 

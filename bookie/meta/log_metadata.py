@@ -15,7 +15,9 @@ Segment numbers are absolute, as Kafka's offsets are: ``ledgers[i]`` is segment 
 and truncation raises ``first_segment`` (Kafka's log start offset) instead of renumbering what stays,
 so a stream's offset ``{"segment": s, "entry": e}`` and the ``segment`` column keep their meaning. A
 record without ``first_segment`` (written before truncation existed) starts at 0, and a segment
-without ``committed_ms`` has no commit time (age-based truncation then asks its ledger's ctime).
+without ``committed_ms`` has no commit time (age-based truncation, and reads placed by time
+(``startingTimestamp``, spark_bookkeeper/log_offsets.py), then ask its ledger's ctime). Only records
+written before commit times existed lack it: every commit stamps its segments.
 
 ``truncated`` lists dropped segments: those whose ledger is not yet known deleted (a deletion that
 failed is retried by the next truncation or retention-at-commit) and the last ``TRUNCATED_KEPT``

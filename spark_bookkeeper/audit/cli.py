@@ -2,7 +2,8 @@
 arguments, the run (one progress line per phase on stderr), a one-line summary per finding, and the exit code
 (result.py). Ctrl-C or a failure during the run: its Spark jobs cancelled, its staging directories removed
 (staging.py), the session this command started stopped without waiting for running tasks, and one line on
-stderr that says so; exit code 130 for Ctrl-C, 1 for a failure."""
+stderr that says so; exit code 130 for Ctrl-C, 1 for a failure. ``--remote sc://host:port`` (or SPARK_REMOTE)
+runs the audit on a Spark Connect server (connect.py)."""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser, audit: str, with_uri: bool = 
     parser.add_argument("--report-dir", help="where the Markdown report and plots go (default: OUTPUT/reports/"
                                              "<audit>/date=…/run=…/; required if OUTPUT is not local)")
     parser.add_argument("--master", help="Spark master when not run by spark-submit (default: local[*])")
+    parser.add_argument("--remote", help="run on this Spark Connect server (sc://host:port; default: SPARK_REMOTE "
+                                         "if set); OUTPUT must then be a local path both this client and the "
+                                         "server see")
     if audit == "storage":
         parser.add_argument("--stale-gc-passes", type=int, default=storage.DEFAULT_STALE_GC_PASSES,
                             help="a deleted ledger's bytes still on disk more than N GC passes after GC saw the "
@@ -48,13 +52,21 @@ def add_arguments(parser: argparse.ArgumentParser, audit: str, with_uri: bool = 
                                  "earlier run) has a silent writer (default %(default)s)")
 
 
-def session(master: str | None, audit: str):
-    """The SparkSession: spark-submit's when run by it, else a local one; the bookkeeper format registered."""
+def session(master: str | None, audit: str, remote: str | None = None):
+    """The SparkSession: on the Spark Connect server ``remote`` (or SPARK_REMOTE's), else spark-submit's when
+    run by it, else a local one; the bookkeeper format registered."""
     import os
 
     from pyspark.sql import SparkSession
 
     import spark_bookkeeper
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        if master:
+            raise ValueError("give --master or --remote, not both: a Spark Connect server has its own master")
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+        spark_bookkeeper.register(spark)  # the server's Python needs the package all the same (its workers)
+        return spark
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need this environment's packages
     builder = SparkSession.builder.appName(f"bookkeeper-{audit}-audit")
     if not sys.stderr.isatty():  # Spark's progress bars redraw with \r: one long line of garbage in a log file
@@ -98,7 +110,7 @@ def run(audit: str, args: argparse.Namespace, spark=None) -> AuditResult:
     check_cluster(args.metadata_service_uri)  # no cluster: exit 2 at once, before Spark starts
     if spark is not None:
         return _run(audit, args, spark)
-    spark = session(args.master, audit)
+    spark = session(args.master, audit, getattr(args, "remote", None))
     try:
         return _run(audit, args, spark)
     except RunAborted:
@@ -108,8 +120,10 @@ def run(audit: str, args: argparse.Namespace, spark=None) -> AuditResult:
 
 def stop_quietly(spark) -> None:
     """Stop a session whose jobs were cancelled, without waiting for their tasks, and without their last words
-    in the log (the run has said what happened)."""
-    spark.sparkContext.setLogLevel("OFF")
+    in the log (the run has said what happened). A Spark Connect session is released: the server runs on."""
+    from spark_bookkeeper.audit.connect import is_connect
+    if not is_connect(spark):
+        spark.sparkContext.setLogLevel("OFF")
     spark.stop()
 
 

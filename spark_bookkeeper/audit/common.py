@@ -1,9 +1,8 @@
-"""What both audits share: reading the tables of format("bookkeeper") (the per-bookie ones planned from one
-pass over the ledger metadata), the bookie row statuses, and the snapshot step (write this run's partition,
-read it back, so every finding is computed from what was stored)."""
+"""What both audits share: reading the tables of format("bookkeeper") (each through the data source, on a
+classic session as on Spark Connect), the bookie row statuses, and the snapshot step (write this run's
+partition, read it back, so every finding is computed from what was stored)."""
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from spark_bookkeeper.audit.result import AuditResult
@@ -19,26 +18,12 @@ def read_table(spark, uri: str, table: str):
 
 
 def read_tables(spark, uri: str, names: tuple[str, ...]) -> dict[str, object]:
-    """The tables ``names`` as format("bookkeeper") gives them: ``entrylogs`` and ``bookie_ledgers`` one task per
-    bookie on the executors from one plan for both (bookie_tables.BookiePlan: one pass over the metadata, the
-    driver keeping compact per-ledger facts only); ``ledgers`` and ``fragments`` read as the data source reads
-    them, split by ledger-id ranges across the executors (the driver lists ids, never holds metadata)."""
-    from spark_bookkeeper import bookie_tables, connections
-    per_bookie_tables = [name for name in names if name in bookie_tables.SCHEMAS]
-    plan = None
-    if per_bookie_tables:
-        bk = connections.driver_client(uri)
-        plan = bookie_tables.BookiePlan(bk, bk.store.ledgers_with_metadata(None))
-    out = {}
-    for name in names:
-        if name in bookie_tables.SCHEMAS:
-            partitions = plan.partitions(name)
-            per_bookie = spark.sparkContext.parallelize(partitions, max(1, len(partitions)))
-            out[name] = spark.createDataFrame(per_bookie.flatMap(functools.partial(bookie_tables.read_partition, name)),
-                                              bookie_tables.SCHEMAS[name])
-        else:
-            out[name] = read_table(spark, uri, name)
-    return out
+    """The tables ``names`` as format("bookkeeper") reads them: ``entrylogs`` and ``bookie_ledgers`` one task
+    per bookie, planned by the data source (bookie_tables.BookiePlan: one pass over the metadata each, the
+    planner keeping compact per-ledger facts only), ``ledgers`` and ``fragments`` split by ledger-id ranges
+    (the planner lists ids, never holds metadata). Nothing runs on the client but the plans' requests: the
+    same code runs on a classic session, on Spark Connect and on platforms that offer only DataFrames."""
+    return {name: read_table(spark, uri, name) for name in names}
 
 
 def snapshot(staged: StagedTables, df, table: str):

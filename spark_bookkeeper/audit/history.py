@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from spark_bookkeeper.audit import hadoop_fs
+from spark_bookkeeper.audit.connect import client_path, is_connect
 
 RUN_FORMAT = "%Y%m%dT%H%M%SZ"
 
@@ -67,6 +68,8 @@ def read_history(spark, output: str, table: str):
     """Every published run of ``table`` (columns ``date`` and ``run`` added), or None if there is none. Asks
     the file system first: Spark reading a glob that matches nothing logs a stack trace before it fails."""
     base = f"{output.rstrip('/')}/{table}"
+    if is_connect(spark):  # the client's path, absolute: the server would take a relative one as its own
+        base = client_path(base)
     runs = f"{base}/date=*/run=*"
     if not hadoop_fs.matches(spark, runs):
         return None

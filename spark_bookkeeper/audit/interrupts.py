@@ -8,6 +8,10 @@ jobs itself, from its ordinary code), and Py4J's log records of the call the int
 logger and on its own) are dropped: the run says what happened. While the run is discarded, Spark's own log
 is silenced: each write it cancels logs "Aborting job" with a stack trace of some eighty lines, an expected
 outcome the run's last line reports.
+
+On Spark Connect the client has no JVM: a run that ends early interrupts the session's operations
+(``interruptAll``: the server cancels their jobs), and the server's log is left as it is (it is the server's,
+not this client's to silence).
 """
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from spark_bookkeeper.audit.connect import is_connect
 
 PY4J_INTERRUPTED = "KeyboardInterrupt while sending command."  # logged by py4j.java_gateway on the root logger
 
@@ -45,9 +51,21 @@ def plain_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def cancel_jobs(spark) -> None:
+    """Stop what the session runs: its jobs cancelled (classic), its operations interrupted (Spark Connect)."""
+    if is_connect(spark):
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()
+
+
 @contextmanager
 def quiet_spark_log(spark) -> Iterator[None]:
-    """For the block: the session's JVM logs nothing (log4j's root level OFF), then its level as it was."""
+    """For the block: the session's JVM logs nothing (log4j's root level OFF), then its level as it was. On
+    Spark Connect nothing changes: there is no JVM on the client."""
+    if is_connect(spark):
+        yield
+        return
     jvm = spark.sparkContext._jvm
     configurator, root = jvm.org.apache.logging.log4j.core.config.Configurator, jvm.org.apache.logging.log4j.LogManager
     previous = root.getRootLogger().getLevel()

@@ -61,8 +61,11 @@ def fewest_copies(ensemble: list[str], write_quorum: int, short: list[str]) -> i
     return min(write_quorum - sum(1 for i in missing if stores(i, e, size, write_quorum)) for e in range(size))
 
 
-# A lambda: the type hints of fewest_copies are not ones Spark infers a UDF kind from.
-_fewest_copies = F.udf(lambda ensemble, wq, short: fewest_copies(ensemble, wq, short), IntegerType())
+def _fewest_copies(*columns) -> F.Column:
+    """``fewest_copies`` as a UDF of ``columns``, made when called: pyspark makes a classic or a Spark Connect
+    UDF by the session in use then (one made at import, before a remote session existed, is classic's). A
+    lambda: the type hints of fewest_copies are not ones Spark infers a UDF kind from."""
+    return F.udf(lambda ensemble, wq, short: fewest_copies(ensemble, wq, short), IntegerType())(*columns)
 
 
 def short_fragments(fragments: DataFrame, ledgers: DataFrame, bookie_ledgers: DataFrame,

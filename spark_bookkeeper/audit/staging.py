@@ -11,7 +11,9 @@ and removes the emptied staging directory, through Hadoop's FileSystem in the se
 writes), then moves the report's files in, ``report.md`` last (the report is on the driver's own disk:
 ``os.replace``). A run that ends early cancels Spark's jobs, waits for the writes under way to stop, removes
 its staging directories (and any table already published) and raises RunAborted with one line that says so
-(Ctrl-C raises a plain KeyboardInterrupt meanwhile: interrupts.py).
+(Ctrl-C raises a plain KeyboardInterrupt meanwhile: interrupts.py). On Spark Connect the same steps run with
+the client's own file calls on a local output path, and the run's operations are interrupted instead of its
+jobs cancelled (connect.py).
 A driver killed outright (SIGKILL) leaves its ``_staging-<run>`` directories: hidden, removable by hand.
 """
 from __future__ import annotations
@@ -22,8 +24,9 @@ import threading
 import time
 
 from spark_bookkeeper.audit import hadoop_fs
+from spark_bookkeeper.audit.connect import client_path, is_connect
 from spark_bookkeeper.audit.history import Run
-from spark_bookkeeper.audit.interrupts import plain_ctrl_c, quiet_spark_log
+from spark_bookkeeper.audit.interrupts import cancel_jobs, plain_ctrl_c, quiet_spark_log
 from spark_bookkeeper.audit.phases import Phases, Progress
 from spark_bookkeeper.audit.result import EXIT_FAILED, INTERRUPTED, AuditResult, RunAborted
 from spark_bookkeeper.audit.threads import on_a_fresh_connection
@@ -71,6 +74,9 @@ class StagedTables:
             self.written[table] = path  # noted first: a write that fails half-way is removed too
         try:
             df.write.mode("overwrite").parquet(path)
+            if is_connect(self.spark) and not hadoop_fs.exists(self.spark, path):
+                raise OSError(f"the Spark Connect server wrote table {table} to {path}, which this client does not "
+                              "see: give an output directory both see (the same host, or a shared mount)")
         finally:
             with self._changes:
                 self._writing -= 1
@@ -99,7 +105,7 @@ class StagedTables:
         with self._changes:
             self._closed = True
         while True:
-            self.spark.sparkContext.cancelAllJobs()  # again each time: a write may have started a job since
+            cancel_jobs(self.spark)  # again each time: a write may have started a job since
             with self._changes:
                 if not self._writing or time.monotonic() >= deadline:
                     return
@@ -156,6 +162,8 @@ class AuditRun:
     def __init__(self, spark, audit: str, output: str, run: Run, report_dir: str | None, read: tuple[str, ...],
                  progress: Progress | None = None):
         self.spark = spark
+        if is_connect(spark):  # the client stages and publishes: a path it sees, absolute as the server takes it
+            output = client_path(output)
         self._ctrl_c = plain_ctrl_c()
         self.result = AuditResult(audit, run)
         self.report = StagedReport.for_run(audit, run, output, report_dir)  # a bad --report-dir fails first

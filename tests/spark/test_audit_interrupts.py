@@ -1,7 +1,8 @@
 """An audit run is published whole or not at all (spark_bookkeeper/audit/staging.py), and says what it is doing:
 ``bk audit storage`` as an operator runs it (its own process, its own Spark), held at a known phase by the test
 seam BK_AUDIT_HOLD_FILE and interrupted there as Ctrl-C does; a healthy first run, quiet; a run failing in the
-library, discarded while the run before it stays."""
+library, discarded while the run before it stays. The interrupted and the failing run also on Spark Connect
+(``bk audit --remote``: the run's operations interrupted, its directories removed by the client)."""
 from __future__ import annotations
 
 import os
@@ -31,11 +32,24 @@ def healthy_cluster(cluster):
     return c
 
 
-def bk_audit_storage(uri: str, output, **env: str) -> subprocess.Popen:
-    """``bk audit storage`` in a process group of its own (as a shell runs it: Ctrl-C goes to the group)."""
-    return subprocess.Popen(BK_AUDIT + ["storage", "-u", uri, "--output", str(output), "--master", "local[1]"],
+def bk_audit_storage(uri: str, output, remote: str | None = None, **env: str) -> subprocess.Popen:
+    """``bk audit storage`` in a process group of its own (as a shell runs it: Ctrl-C goes to the group), on a
+    local[1] Spark of its own or on the Spark Connect server ``remote``."""
+    spark = ["--remote", remote] if remote else ["--master", "local[1]"]
+    return subprocess.Popen(BK_AUDIT + ["storage", "-u", uri, "--output", str(output), *spark],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env=audit_env(**env))
+
+
+@pytest.fixture(params=["classic", "connect"])
+def remote(request) -> str | None:
+    """None: ``bk audit`` runs Spark itself; else the URL of the run's Spark Connect server."""
+    return None if request.param == "classic" else request.getfixturevalue("spark_connect_server").url
+
+
+@pytest.fixture(params=["classic", "connect"])
+def audit_session(request):
+    return request.getfixturevalue("spark" if request.param == "classic" else "spark_connect")
 
 
 def staging(output) -> list[str]:
@@ -49,10 +63,10 @@ def published(output, run_id: str = "*") -> list[str]:
                   for p in output.glob(pattern))
 
 
-def test_ctrl_c_mid_run_cancels_removes_the_staged_tables_and_says_so(healthy_cluster, tmp_path):
+def test_ctrl_c_mid_run_cancels_removes_the_staged_tables_and_says_so(healthy_cluster, tmp_path, remote):
     output, hold = tmp_path / "storage", tmp_path / "hold"
     hold.write_text("findings")  # the run waits before deriving its findings, its snapshots staged
-    proc = bk_audit_storage(healthy_cluster.metadata_service_uri, output, **{HOLD_FILE_ENV: str(hold)})
+    proc = bk_audit_storage(healthy_cluster.metadata_service_uri, output, remote, **{HOLD_FILE_ENV: str(hold)})
     try:
         wait_for(lambda: (tmp_path / "hold.at").exists() or proc.poll() is not None,
                  "the audit to reach its findings phase", timeout=300)
@@ -100,12 +114,13 @@ def test_a_healthy_first_run_prints_its_phases_and_no_stack_trace(healthy_cluste
     assert {"findings_history.png", "disk_per_bookie.png"} <= {p.name for p in report.parent.iterdir()}
 
 
-def test_a_failing_run_keeps_nothing_and_leaves_the_run_before_it(spark, healthy_cluster, tmp_path, monkeypatch):
+def test_a_failing_run_keeps_nothing_and_leaves_the_run_before_it(audit_session, healthy_cluster, tmp_path,
+                                                                  monkeypatch):
     import datetime as dt
 
     from spark_bookkeeper.audit import EXIT_FAILED, RunAborted, Run, run_storage_audit, storage
     from spark_bookkeeper.audit.history import read_history
-    uri, output = healthy_cluster.metadata_service_uri, tmp_path / "storage"
+    spark, uri, output = audit_session, healthy_cluster.metadata_service_uri, tmp_path / "storage"
     first = Run.now()
     kept = run_storage_audit(spark, uri, str(output), run=first)
     second = Run(first.at + dt.timedelta(hours=1))

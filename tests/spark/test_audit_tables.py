@@ -35,12 +35,13 @@ def test_underreplicated_table_shows_what_autorecovery_records(spark, shared_clu
     assert copying.state_since.astimezone(dt.timezone.utc) >= copying.marked_at.astimezone(dt.timezone.utc)
 
 
-def test_the_audits_read_every_table_from_one_pass_over_the_metadata(spark, shared_cluster, monkeypatch):
+def test_the_audits_read_every_table_through_the_data_source_on_classic_and_connect(spark, spark_connect,
+                                                                                   shared_cluster):
     """read_tables (what both audits read) gives each table's rows as format("bookkeeper") gives them read
-    alone, the driver listing and reading the ledger metadata once for both per-bookie tables (``ledgers`` and
-    ``fragments`` are read by the executors, split by ledger ids)."""
+    alone on a classic session, and the same rows on Spark Connect: no RDD, nothing but DataFrame reads (the
+    per-bookie tables planned by the data source, one pass over the metadata each)."""
     from bookie.client import BookKeeper
-    from spark_bookkeeper import connections
+    from bookie.testing.spark_connect import connect_mode
     from spark_bookkeeper.audit.common import read_tables
     uri = shared_cluster.metadata_service_uri
     with BookKeeper(uri) as bk:
@@ -52,31 +53,29 @@ def test_the_audits_read_every_table_from_one_pass_over_the_metadata(spark, shar
                 handle.close()
             ids.add(handle.ledger_id)
     names = ("ledgers", "fragments", "bookie_ledgers", "entrylogs", "underreplicated")
-    alone = {name: source(spark, uri, table=name).collect() for name in names}
-    store = connections.driver_client(uri).store
-    passes = []
-    listing = store.ledgers_with_metadata
-    monkeypatch.setattr(store, "ledgers_with_metadata", lambda scope=0: passes.append(scope) or listing(scope))
-    together = {name: df.collect() for name, df in read_tables(spark, uri, names).items()}
-    assert passes == [None]  # every scope, once
+    with connect_mode(False):  # the classic session's reads
+        alone = {name: source(spark, uri, table=name).collect() for name in names}
+        classic = {name: df.collect() for name, df in read_tables(spark, uri, names).items()}
+    connect = {name: df.collect() for name, df in read_tables(spark_connect, uri, names).items()}
 
     def ours(rows, *columns):
         # Only this test's ledgers: others on the shared cluster may be deleted and collected meanwhile.
         return sorted(tuple(r[c] for c in columns) for r in rows if r.ledger_id in ids)
 
     columns = alone["ledgers"][0].asDict()
-    assert ours(together["ledgers"], *columns) == ours(alone["ledgers"], *columns)
-    assert len(ours(together["ledgers"], "ledger_id")) == 6
-    assert ours(together["fragments"], "ledger_id", "fragment", "first_entry_id", "last_entry_id", "ensemble",
-                "state") == ours(alone["fragments"], "ledger_id", "fragment", "first_entry_id", "last_entry_id",
-                                 "ensemble", "state")
     stored = ("bookie_id", "ledger_id", "in_metadata", "expected_entries", "entries", "missing_entries",
               "short_fragments", "status")
-    assert ours(together["bookie_ledgers"], *stored) == ours(alone["bookie_ledgers"], *stored)
-    assert len(ours(together["bookie_ledgers"], "bookie_id")) == 6 * 3  # E=3: every ledger on three bookies
-    assert sorted({(r.bookie_id, r.status) for r in together["entrylogs"]}) == \
-        sorted({(r.bookie_id, r.status) for r in alone["entrylogs"]})
-    assert together["underreplicated"] == alone["underreplicated"]
+    for session, together in (("classic", classic), ("connect", connect)):
+        assert ours(together["ledgers"], *columns) == ours(alone["ledgers"], *columns), session
+        assert len(ours(together["ledgers"], "ledger_id")) == 6, session
+        assert ours(together["fragments"], "ledger_id", "fragment", "first_entry_id", "last_entry_id", "ensemble",
+                    "state") == ours(alone["fragments"], "ledger_id", "fragment", "first_entry_id", "last_entry_id",
+                                     "ensemble", "state"), session
+        assert ours(together["bookie_ledgers"], *stored) == ours(alone["bookie_ledgers"], *stored), session
+        assert len(ours(together["bookie_ledgers"], "bookie_id")) == 6 * 3, session  # E=3: on three bookies
+        assert sorted({(r.bookie_id, r.status) for r in together["entrylogs"]}) == \
+            sorted({(r.bookie_id, r.status) for r in alone["entrylogs"]}), session
+        assert together["underreplicated"] == alone["underreplicated"], session
 
 
 def test_bookie_ledgers_rows_are_the_same_listed_a_chunk_at_a_time(shared_cluster, monkeypatch):

@@ -1,9 +1,12 @@
 """The storage and replication audits (spark_bookkeeper.audit): their aggregations on small DataFrames shaped as
-format("bookkeeper")'s tables, then whole runs against a cluster prepared with known facts."""
+format("bookkeeper")'s tables, then whole runs against a cluster prepared with known facts, on a classic
+session and on Spark Connect."""
 from __future__ import annotations
 
 import datetime as dt
 import os
+
+import pytest
 
 from spark_bookkeeper.audit import replication, storage
 from spark_bookkeeper.audit.history import Run
@@ -174,12 +177,20 @@ def partitions(output, table: str) -> list[str]:
     return sorted(p.name for p in (output / table).iterdir() if p.name.startswith("date="))
 
 
-def test_audits_name_exactly_the_planted_facts(spark, bk_cluster, tmp_path):
+@pytest.fixture(params=["classic", "connect"])
+def audit_session(request):
+    """The audits on a classic session and on Spark Connect (the same code: tables read through the data source,
+    the run staged and published by the client's own file calls on Connect)."""
+    return request.getfixturevalue("spark" if request.param == "classic" else "spark_connect")
+
+
+def test_audits_name_exactly_the_planted_facts(audit_session, bk_cluster, tmp_path):
     from bookie.meta.zk_metadata_store import ZKMetadataStore
     from spark_bookkeeper.audit import EXIT_AT_RISK, run_replication_audit, run_storage_audit
     from spark_bookkeeper.audit.history import read_history
     from tests.helpers.audit_cluster import ORPHAN, SETTINGS, prepare
 
+    spark = audit_session
     c, bk = bk_cluster(4, **SETTINGS)
     uri = c.metadata_service_uri
     stored, replicated = tmp_path / "storage", tmp_path / "replication"  # each audit its own output directory

@@ -14,6 +14,7 @@ from bookie.meta.ledger_metadata import LedgerState
 from bookie.server.entry_log_format import log_path
 from bookie.util.human import human_bytes
 from spark_bookkeeper.reader import HEAD_ENTRIES
+from spark_bookkeeper.spark_versions import ADMISSION_CONTROL, FILTER_PUSHDOWN, has
 from tests.helpers.disk_faults import flip_byte
 from tests.helpers.spark_io import payloads, source, write
 
@@ -34,9 +35,12 @@ def test_write_then_read_a_log(spark, shared_cluster):
     # Entry ids restart in every ledger and match payload order within it.
     ids = back.where("segment = 0").orderBy("entry_id").select("entry_id").collect()
     assert [r.entry_id for r in ids] == list(range(len(ids)))
-    # Options of streaming reads are refused in a batch read, naming what a batch read takes instead.
-    for name, value in (("startingOffsets", "latest"), ("failOnDataLoss", "false"), ("maxEntriesPerTrigger", "10")):
-        with pytest.raises(Exception, match=f"option {name} applies to streaming reads"):
+    # Options of streaming reads are refused in a batch read, naming what a batch read takes instead (or, on a
+    # PySpark without admission control, the PySpark the option needs).
+    trigger_option = "applies to streaming reads" if has(ADMISSION_CONTROL) else r"needs PySpark 4\.2 or newer"
+    for name, value, refusal in (("startingOffsets", "latest", "applies to streaming reads"),
+                                 ("maxEntriesPerTrigger", "10", trigger_option)):
+        with pytest.raises(Exception, match=f"option {name} {refusal}"):
             source(spark, uri, log=log, **{name: value}).collect()
 
 
@@ -125,14 +129,14 @@ def test_a_dead_bookie_is_read_around_with_range_reads(spark, cluster, monkeypat
     assert_df_equality(df, expected, ignore_row_order=True)
 
     # The dead member's partition, read here with per-entry reads forbidden: range reads did it all.
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from spark_bookkeeper.spark_versions import arrow_schema
     from bookie.client.ledger_reader import LedgerReader
     from spark_bookkeeper.datasource import READ_SCHEMA
     from spark_bookkeeper.options import ReadOptions
     from spark_bookkeeper.reader import BookKeeperReader
     opts = ReadOptions.parse({"metadataserviceuri": c.metadata_service_uri, "ledgers": str(lh.ledger_id),
                               "password": "pw"})
-    reader = BookKeeperReader(opts, READ_SCHEMA, to_arrow_schema(df.schema, timezone="UTC"))
+    reader = BookKeeperReader(opts, READ_SCHEMA, arrow_schema(df.schema))
     partition = next(p for p in reader.partitions() if p.slices[0].member == 1)  # its one slice
 
     def no_single_reads(*args, **kwargs):
@@ -280,6 +284,7 @@ def test_string_payloads_and_explicit_registration(spark, shared_cluster):
         write(df, uri, log, mode="errorifexists")
 
 
+@pytest.mark.skipif(not has(FILTER_PUSHDOWN), reason="filter pushdown needs PySpark 4.1 (pushFilters)")
 def test_filter_pushdown_narrows_partitions(spark, shared_cluster):
     uri, log = shared_cluster.metadata_service_uri, f"push-{uuid.uuid4().hex[:6]}"
     write(payloads(spark, 0, 400, partitions=2), uri, log)  # two ledgers of 200 entries
@@ -294,6 +299,14 @@ def test_filter_pushdown_narrows_partitions(spark, shared_cluster):
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
     assert full.where(F.col("entry_id") < 5).count() == 10  # without the opt-in: filtered by Spark alone
+
+
+@pytest.mark.skipif(has(FILTER_PUSHDOWN), reason="this PySpark has pushFilters")
+def test_filter_pushdown_is_refused_naming_the_pyspark_it_needs(spark, shared_cluster):
+    uri, log = shared_cluster.metadata_service_uri, f"push-{uuid.uuid4().hex[:6]}"
+    write(payloads(spark, 0, 10, partitions=1), uri, log)
+    with pytest.raises(Exception, match=r"option filterPushdown needs PySpark 4\.1 or newer; this is PySpark 4\.0"):
+        source(spark, uri, log=log, filterPushdown="true").collect()
 
 
 def test_sweep_deletes_ledgers_no_commit_took_in(spark, shared_cluster):
