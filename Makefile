@@ -28,9 +28,10 @@ PYSPARK_OLDEST := 4.0
 	.venv-pyspark$*/bin/python -m pip install -q $(EDITABLE) '.[test]' 'pyspark==$*.*'
 	touch $@
 
-# The Spark tests: tests/spark and every other test that takes a SparkSession (marker spark).
+# The Spark tests: tests/spark and every other test that takes a SparkSession (marker spark), but the
+# notebooks' (they call the same connector as the tests above; ~2 minutes of the 45 CI may take).
 test-spark-%: .venv-pyspark%/.installed
-	.venv-pyspark$*/bin/python -m pytest -m spark tests/spark tests/interop
+	.venv-pyspark$*/bin/python -m pytest -m spark tests/spark tests/interop --ignore=tests/spark/test_notebooks.py
 
 # An extra of setup.py apart from what the tests need: docs (MkDocs, Material), notebooks (JupyterLab, pandas).
 $(VENV)/.%-installed: $(STAMP) setup.py
