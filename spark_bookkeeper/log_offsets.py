@@ -25,6 +25,7 @@ import ast
 import json
 import logging
 from datetime import datetime, timezone
+from functools import partial
 from typing import Callable
 
 from bookie.client.log_truncation import segment_time
@@ -42,7 +43,7 @@ class LogDataLossException(BKException, RuntimeError):
 
 def commit_time(bk) -> TimeOf:
     """A segment's time: its batch's commit time; in a record older than commit times, its ledger's ctime."""
-    return lambda s: segment_time(bk, s)
+    return partial(segment_time, bk)
 
 
 def segment_at(log: Log, ms: int, time_of: TimeOf) -> int | None:

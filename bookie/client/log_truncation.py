@@ -11,6 +11,8 @@ reported in ``TruncationResult.failed``.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -61,9 +63,7 @@ def truncate_log(bk, name: str, retention: LogRetention) -> TruncationResult:
     if retention.max_age_ms is not None and retention.now_ms is None:
         retention = replace(retention, now_ms=int(time.time() * 1000))
 
-    def time_of(segment: LogSegment) -> int | None:
-        return segment_time(bk, segment)
-
+    time_of = partial(segment_time, bk)
     attempt: dict = {}
 
     def drop(current: Log) -> Log:
