@@ -34,7 +34,7 @@ from bookie.proto import availability, status
 from bookie.proto import bookkeeper_pb2 as pb
 from bookie.util.chunks import chunks
 from spark_bookkeeper import connections
-from spark_bookkeeper.options import ReadOptions
+from spark_bookkeeper.options import BOOKIE_TIMEOUT, ReadOptions
 
 SCHEMAS = {
     "entrylogs": ("bookie_id string, entry_log_id long, total_bytes long, remaining_bytes long, usage double, "
@@ -45,6 +45,13 @@ SCHEMAS = {
                        "deleted_bytes long, deleted_at_pass long, gc_passes long, status string, error string"),
 }
 OK, SKIPPED, UNAVAILABLE, UNSUPPORTED, PARTIAL = "ok", "skipped", "unavailable", "unsupported", "partial"
+# How long a bookie's answer is waited for: the bookieTimeout option (at least), plus the work the request asks
+# for. A bookie listed a 2.9-million-entry ledger in 7.2 s (~400,000 entries a second; issue 35): allow four
+# times that. A ledger's entries it is not told by the metadata (open, or without metadata) are counted from its
+# bytes in the bookie's logs, at the fewest bytes an entry takes there (its ids, LAC and digest), an upper bound.
+LISTED_ENTRY_SECONDS = 10e-6
+DESCRIBED_LEDGER_SECONDS = 50e-6  # the GC status with ledger details: per ledger the metadata puts on the bookie
+MIN_STORED_ENTRY_BYTES = 32
 NOT_REGISTERED = "not registered (the ledger metadata names it, but it is neither writable nor read-only: lost?)"
 NO_GC_STATE = ("a stock BookKeeper bookie: its protocol has no garbage-collection state (entry logs, "
                "bytes per ledger)")
@@ -105,6 +112,8 @@ class LedgersOnBookie:
     def count(self) -> int:
         return len(self.ledgers) // self.BOOKIE_LEDGER
 
+    __len__ = count
+
 
 class KnownLedgers:
     """Every ledger the metadata has, key → closed, as two compact columns (the driver's plan holds these, one
@@ -151,6 +160,7 @@ class BookiePartition(InputPartition):
     ledgers: LedgersOnBookie | list[LedgerOnBookie] = field(default_factory=list)
     known: KnownLedgers | dict[tuple[int, int], bool] = field(default_factory=dict)
     scope: int | None = None  # option scope: only that scope's ledgers
+    timeout: float = BOOKIE_TIMEOUT  # option bookieTimeout: seconds a request waits at least
 
 
 def on_bookies(ledger: LedgerId, md) -> dict[str, LedgerOnBookie]:
@@ -172,8 +182,9 @@ class BookiePlan:
     and dropped once summarized): per bookie its LedgersOnBookie, and the KnownLedgers. Both per-bookie tables
     are planned from it (the audits read them together)."""
 
-    def __init__(self, bk, ledgers: Iterable[tuple[LedgerId, LedgerMetadata]], scope: int | None = None):
-        self.bk, self.scope = bk, scope
+    def __init__(self, bk, ledgers: Iterable[tuple[LedgerId, LedgerMetadata]], scope: int | None = None,
+                 timeout: float = BOOKIE_TIMEOUT):
+        self.bk, self.scope, self.timeout = bk, scope, timeout
         self.registered = list(dict.fromkeys(bk.writable_bookies() + bk.readonly_bookies()))
         self.on_bookie: dict[str, LedgersOnBookie] = {b: LedgersOnBookie() for b in self.registered}
         self.known = KnownLedgers()
@@ -190,21 +201,21 @@ class BookiePlan:
         with_ledgers = table == "bookie_ledgers"
         return [BookiePartition(bookie, self.bk.store.bookie_service_info(bookie) if bookie in self.registered
                                 else None, bookie in self.registered, ledgers if with_ledgers else [],
-                                self.known if with_ledgers else {}, self.scope)
+                                self.known if with_ledgers else {}, self.scope, self.timeout)
                 for bookie, ledgers in sorted(self.on_bookie.items())]
 
 
 def plan(opts: ReadOptions) -> list[BookiePartition]:
     """The driver's part: every bookie, registered or named by the metadata, with what each needs."""
     bk = connections.driver_client(opts.uri, opts.zk_connect_timeout)
-    return plan_from(bk, bk.store.ledgers_with_metadata(opts.scope), opts.table, opts.scope)
+    return plan_from(bk, bk.store.ledgers_with_metadata(opts.scope), opts.table, opts.scope, opts.bookie_timeout)
 
 
 def plan_from(bk, ledgers: Iterable[tuple[LedgerId, LedgerMetadata]], table: str,
-              scope: int | None = None) -> list[BookiePartition]:
+              scope: int | None = None, timeout: float = BOOKIE_TIMEOUT) -> list[BookiePartition]:
     """``plan`` from ledgers being read (each with its metadata, e.g. ``store.ledgers_with_metadata``: each
     is summarized and dropped, never all held)."""
-    return BookiePlan(bk, ledgers, scope).partitions(table)
+    return BookiePlan(bk, ledgers, scope, timeout).partitions(table)
 
 
 # -- entrylogs ----------------------------------------------------------------------------------------
@@ -241,7 +252,7 @@ def read_entrylogs(partition: BookiePartition):
         client = connections.worker_clients().bookie_client(bookie, partition.info)
         if not isinstance(client, BookieClient):
             return [(bookie, *([None] * 9), UNSUPPORTED, NO_GC_STATE)]
-        state = client.garbage_collection(ledger_details=True)
+        state = client.garbage_collection(ledger_details=True, timeout=partition.timeout)
     except BKException as exc:
         return [(bookie, *([None] * 9), UNAVAILABLE, f"{type(exc).__name__}: {exc}")]
     if state.status != status.EOK:
@@ -290,30 +301,45 @@ LIST_CHUNK = 5000  # ledgers whose entries are listed, and rows made, at a time
 class EntryLister:
     """The entry ids one bookie lists for each ledger, asked a chunk of ledgers at a time: this project's bookies
     answer many ledgers per request (GetListOfEntriesOfLedgers); a stock BookKeeper bookie one per request,
-    several at a time. Once the bookie stops answering, the rest are not asked (each would wait out its own
-    timeout) and say why."""
+    several at a time. A request waits ``timeout`` seconds plus LISTED_ENTRY_SECONDS per entry it lists: a bookie
+    listing a big ledger is slow, not gone. Once the bookie stops answering, the rest are not asked (each would
+    wait out its own timeout) and say why."""
 
-    def __init__(self, client):
-        self.client = client
+    def __init__(self, client, timeout: float):
+        self.client, self.timeout = client, timeout
         self.gone: str | None = None
 
-    def __call__(self, keys: list[tuple[int, int]]) -> list[np.ndarray | str]:
-        """Each ledger's entry ids on the bookie (empty if it has no such ledger), or what failed."""
+    def wait(self, entries: int) -> float:
+        """Seconds a list of ``entries`` entries is waited for."""
+        return self.timeout + LISTED_ENTRY_SECONDS * entries
+
+    def __call__(self, keys: list[tuple[int, int]], entries: list[int]) -> list[np.ndarray | str]:
+        """Each ledger's entry ids on the bookie (empty if it has no such ledger), or what failed; ``entries``:
+        how many each lists, at most (``listed_at_most``)."""
         if self.gone is None and isinstance(self.client, BookieClient):
             try:
-                return [stored_ids(r) for r in self.client.list_entries_of_ledgers([LedgerId(*key) for key in keys])]
+                return [stored_ids(r) for r in self.client.list_entries_of_ledgers([LedgerId(*key) for key in keys],
+                                                                                   self.wait(sum(entries)))]
             except BKException as exc:
                 self.gone = f"lists of entries: {type(exc).__name__}: {exc}"
-        return list(connections.worker_clients().executor.map(self.one, keys))
+        return list(connections.worker_clients().executor.map(self.one, keys, entries))
 
-    def one(self, key: tuple[int, int]) -> np.ndarray | str:
+    def one(self, key: tuple[int, int], entries: int) -> np.ndarray | str:
         if self.gone is not None:
             return self.gone
         try:
-            return stored_ids(self.client.list_entries(LedgerId(*key)))
+            return stored_ids(self.client.list_entries(LedgerId(*key), self.wait(entries)))
         except BKException as exc:
             self.gone = f"list of entries: {type(exc).__name__}: {exc}"
             return self.gone
+
+
+def listed_at_most(ledger: LedgerOnBookie | None, held: HeldBytes | None) -> int:
+    """How many entries a bookie lists of a ledger, at most: the striping's count for a closed ledger the metadata
+    puts there, else as many as its bytes in the bookie's logs could hold (0 when neither tells)."""
+    if ledger is not None and ledger.closed:
+        return sum(ledger.expected())
+    return 0 if held is None else (held.live + held.deleted) // MIN_STORED_ENTRY_BYTES
 
 
 def compare(ledger: LedgerOnBookie | None, stored: np.ndarray | None) -> tuple[int | None, int | None, list[int] | None]:
@@ -341,7 +367,9 @@ def read_bookie_ledgers(partition: BookiePartition):
         return
     try:
         client = connections.worker_clients().bookie_client(bookie, partition.info)
-        state = client.garbage_collection(ledger_details=True) if isinstance(client, BookieClient) else None
+        wait = partition.timeout + DESCRIBED_LEDGER_SECONDS * len(partition.ledgers)
+        state = client.garbage_collection(ledger_details=True, timeout=wait) \
+            if isinstance(client, BookieClient) else None
     except BKException as exc:
         yield from unavailable(f"{type(exc).__name__}: {exc}")
         return
@@ -354,10 +382,11 @@ def read_bookie_ledgers(partition: BookiePartition):
     gc_passes = state.passes if gc_error is None else None
     # Ledgers whose bytes are here but whose metadata does not name this bookie: orphans, or copies left behind.
     unnamed = {key: None for key in held if partition.scope in (None, key[0])}
-    entry_lists = EntryLister(client)
+    entry_lists = EntryLister(client, partition.timeout)
 
     def rows(keys: list[tuple[int, int]], named: dict[tuple[int, int], LedgerOnBookie]):
-        for key, stored in zip(keys, entry_lists(keys)):
+        entries = [listed_at_most(named.get(key), held.get(key)) for key in keys]
+        for key, stored in zip(keys, entry_lists(keys, entries)):
             ledger = named.get(key)
             if ledger is None and partition.known.get(key):  # closed, and the metadata puts none of it here
                 ledger = LedgerOnBookie(*key, closed=True, ensemble_size=1, write_quorum=1)

@@ -11,6 +11,7 @@ stream refuses (``check_stream``: an end).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -64,6 +65,8 @@ READ_OPTIONS = {
     "failOnDataLoss": "a log: fail (true, default) or go on from the first segment left when the segments to read "
                       "were truncated away (streams and batch reads)",
     "ledgersPerPartition": "table=ledgers / fragments: ledgers whose metadata one task reads (default 5000)",
+    "bookieTimeout": "table=entrylogs / bookie_ledgers: seconds each bookie's answer is waited for at least, more "
+                     "the more entries or ledgers a request covers (default 30)",
 }
 WRITE_OPTIONS = {
     "metadataServiceUri": "the cluster (required)",
@@ -105,6 +108,9 @@ OPEN_COST_IN_BYTES = 4 * 1024
 # table=ledgers / fragments: ledgers whose metadata one task reads (pipelined): enough to amortize a task's
 # start, few enough that many ledgers spread over every core (and no task holds many rows).
 LEDGERS_PER_PARTITION = 5000
+# table=entrylogs / bookie_ledgers: the least a bookie's answer is waited for (bookie_tables.py scales it up with
+# the work): a bookie listing a large ledger is slow, not gone.
+BOOKIE_TIMEOUT = 30.0
 
 
 class BookKeeperOptionException(BKException, ValueError):
@@ -131,6 +137,19 @@ def _int(opts: dict, name: str, default: int | None, minimum: int | None = None)
         raise BookKeeperOptionException(f"option {name}={opts[name]!r} is not an integer") from None
     if minimum is not None and value < minimum:
         raise BookKeeperOptionException(f"option {name}={value} must be at least {minimum}")
+    return value
+
+
+def _seconds(opts: dict, name: str, default: float) -> float:
+    """A positive number of seconds."""
+    if name not in opts:
+        return default
+    try:
+        value = float(opts[name])
+    except ValueError:
+        raise BookKeeperOptionException(f"option {name}={opts[name]!r} is not a number of seconds") from None
+    if not 0 < value < math.inf:  # not NaN either
+        raise BookKeeperOptionException(f"option {name}={opts[name]} must be a finite number of seconds above 0")
     return value
 
 
@@ -290,6 +309,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True  # a log: fail when the segments to read were truncated away
     given: frozenset[str] = field(default_factory=frozenset)  # the options the user set (canonical names)
     ledgers_per_partition: int = LEDGERS_PER_PARTITION  # table=ledgers / fragments: ledgers per task
+    bookie_timeout: float = BOOKIE_TIMEOUT  # table=entrylogs / bookie_ledgers: seconds, at least, per request
 
     @classmethod
     def parse(cls, options) -> "ReadOptions":
@@ -338,7 +358,7 @@ class ReadOptions:
                    ending_timestamp=until, timestamp_strategy=strategy,
                    fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
                    ledgers_per_partition=_int(opts, "ledgersPerPartition", LEDGERS_PER_PARTITION, 1),
-                   given=frozenset(opts))
+                   bookie_timeout=_seconds(opts, "bookieTimeout", BOOKIE_TIMEOUT), given=frozenset(opts))
 
 
 def check_batch(opts: ReadOptions) -> None:

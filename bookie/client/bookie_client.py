@@ -271,12 +271,15 @@ class BookieClient:
         flags = pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY | pb.GetBookieInfoRequest.FREE_DISK_SPACE
         return self._call(self.stub.GetBookieInfo, pb.GetBookieInfoRequest(requested=flags), "bookie info")
 
-    def list_entries(self, ledger: LedgerId) -> pb.GetListOfEntriesOfLedgerResponse:
+    def list_entries(self, ledger: LedgerId, timeout: float | None = None) -> pb.GetListOfEntriesOfLedgerResponse:
+        """The ledger's list of entries; ``timeout``: seconds to wait for it (default the client's)."""
         request = pb.GetListOfEntriesOfLedgerRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id)
-        return self._call(self.stub.GetListOfEntriesOfLedger, request, f"list of entries of ledger {ledger}")
+        return self._call(self.stub.GetListOfEntriesOfLedger, request, f"list of entries of ledger {ledger}", timeout)
 
-    def list_entries_of_ledgers(self, ledgers: list[LedgerId]) -> list[pb.GetListOfEntriesOfLedgerResponse]:
-        """Each ledger's list of entries, in order, asked MAX_LEDGERS_PER_LIST_REQUEST ledgers per request."""
+    def list_entries_of_ledgers(self, ledgers: list[LedgerId],
+                                timeout: float | None = None) -> list[pb.GetListOfEntriesOfLedgerResponse]:
+        """Each ledger's list of entries, in order, asked MAX_LEDGERS_PER_LIST_REQUEST ledgers per request, each
+        request waited for ``timeout`` seconds (default the client's)."""
         out: list[pb.GetListOfEntriesOfLedgerResponse] = []
         step = availability.MAX_LEDGERS_PER_LIST_REQUEST
         for i in range(0, len(ledgers), step):
@@ -285,7 +288,7 @@ class BookieClient:
                 pb.GetListOfEntriesOfLedgerRequest(ledgerScopeId=ledger.scope_id, ledgerId=ledger.ledger_id)
                 for ledger in chunk])
             response = self._call(self.stub.GetListOfEntriesOfLedgers, request,
-                                  f"lists of entries of {len(chunk)} ledgers")
+                                  f"lists of entries of {len(chunk)} ledgers", timeout)
             if response.status != status.EOK:
                 raise from_status(response.status, BKReadException,
                                   f"bookie {self.bookie_id}: lists of entries of {len(chunk)} ledgers: {response.message}")
@@ -301,10 +304,12 @@ class BookieClient:
         self.channel.close()
 
     def garbage_collection(self, action: int = pb.GarbageCollectionRequest.STATUS, major: bool = False,
-                           minor: bool = False, ledger_details: bool = False) -> pb.GarbageCollectionResponse:
+                           minor: bool = False, ledger_details: bool = False,
+                           timeout: float | None = None) -> pb.GarbageCollectionResponse:
         """The bookie's garbage collection: its status, or force a pass / suspend / resume compaction
         (``pb.GarbageCollectionRequest.Action``) and its status after that. ``ledger_details``: each
-        entry log's ledgers (live and deleted-but-not-reclaimed bytes) and the log being written too."""
+        entry log's ledgers (live and deleted-but-not-reclaimed bytes) and the log being written too.
+        ``timeout``: seconds to wait for the answer (default the client's)."""
         request = pb.GarbageCollectionRequest(action=action, major=major, minor=minor, ledgerDetails=ledger_details)
         what = f"garbage collection {pb.GarbageCollectionRequest.Action.Name(action)}"
-        return self._call(self.stub.GarbageCollection, request, what)
+        return self._call(self.stub.GarbageCollection, request, what, timeout)

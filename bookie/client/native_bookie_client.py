@@ -221,10 +221,11 @@ class NativeBookieClient:
             call.future.set_exception(exc)
         return call.future
 
-    def _call_async(self, operation: int, field: str, body, convert, what: str) -> Future:
+    def _call_async(self, operation: int, field: str, body, convert, what: str,
+                    timeout: float | None = None) -> Future:
         txn, request = self._new_request(operation)
         getattr(request, field).CopyFrom(body)
-        return self._send_call(txn, request, convert, what, self.timeout)
+        return self._send_call(txn, request, convert, what, timeout or self.timeout)
 
     # -- adds ----------------------------------------------------------------------------------------
     def add(self, ledger: LedgerId, master_key: bytes, entries: bytes | list[bytes], recovery: bool = False) -> Future:
@@ -401,8 +402,8 @@ class NativeBookieClient:
                 future.cancel()
 
     # -- other requests ------------------------------------------------------------------------------
-    def _result(self, operation: int, field: str, body, convert, what: str):
-        return self._call_async(operation, field, body, convert, what).result()
+    def _result(self, operation: int, field: str, body, convert, what: str, timeout: float | None = None):
+        return self._call_async(operation, field, body, convert, what, timeout).result()
 
     def write_lac(self, ledger: LedgerId, master_key: bytes, lac: int, body: bytes) -> pb.WriteLacResponse:
         lid = native_ledger_id(self.bookie_id, ledger)
@@ -429,13 +430,14 @@ class NativeBookieClient:
                             _converter("getBookieInfoResponse", pb.GetBookieInfoResponse,
                                        ("totalDiskCapacity", "freeDiskSpace")), "bookie info")
 
-    def list_entries(self, ledger: LedgerId) -> pb.GetListOfEntriesOfLedgerResponse:
+    def list_entries(self, ledger: LedgerId, timeout: float | None = None) -> pb.GetListOfEntriesOfLedgerResponse:
+        """The ledger's list of entries; ``timeout``: seconds to wait for it (default the client's)."""
         lid = native_ledger_id(self.bookie_id, ledger)
         return self._result(v3.GET_LIST_OF_ENTRIES_OF_LEDGER, "getListOfEntriesOfLedgerRequest",
                             v3.GetListOfEntriesOfLedgerRequest(ledgerId=lid),
                             _converter("getListOfEntriesOfLedgerResponse", pb.GetListOfEntriesOfLedgerResponse,
                                        ("availabilityOfEntriesOfLedger",), ledgerId=lid),
-                            f"list of entries of ledger {ledger}")
+                            f"list of entries of ledger {ledger}", timeout)
 
     def close(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ runs the audit on a Spark Connect server (connect.py)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import traceback
 
@@ -14,6 +15,7 @@ from spark_bookkeeper.audit import replication, storage
 from spark_bookkeeper.audit.history import Run
 from spark_bookkeeper.audit.result import EXIT_FAILED, EXIT_USAGE, INTERRUPTED, AuditResult, RunAborted
 from spark_bookkeeper.audit.threads import on_a_fresh_connection
+from spark_bookkeeper.options import BOOKIE_TIMEOUT
 
 AUDITS = ("storage", "replication")
 
@@ -33,10 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser, audit: str, with_uri: bool = 
     parser.add_argument("--remote", help="run on this Spark Connect server (sc://host:port; default: SPARK_REMOTE "
                                          "if set); OUTPUT must then be a local path both this client and the "
                                          "server see")
+    parser.add_argument("--bookie-timeout", type=float, default=BOOKIE_TIMEOUT,
+                        help="seconds each bookie's answer is waited for at least, more the more entries it lists "
+                             "(10 us each): a bookie slower than that is reported unavailable and its fragments "
+                             "unverified (default %(default)s)")
     if audit == "storage":
         parser.add_argument("--stale-gc-passes", type=int, default=storage.DEFAULT_STALE_GC_PASSES,
-                            help="a deleted ledger's bytes still on disk more than N GC passes after GC saw the "
-                                 "deletion are reported stale (default %(default)s)")
+                            help="bytes of a ledger the metadata lacks still on disk more than N GC passes after GC "
+                                 "saw the deletion (before it has: after the run that first found them) are reported "
+                                 "stale, a warning (default %(default)s)")
         parser.add_argument("--owner-key", default=",".join(storage.DEFAULT_OWNER_KEYS),
                             help="custom-metadata keys naming a ledger's owner, first present wins "
                                  "(default %(default)s; Pulsar topics: pulsar/managed-ledger)")
@@ -90,6 +97,8 @@ def check_arguments(audit: str, args: argparse.Namespace) -> None:
     for name in names:
         if getattr(args, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} must be 0 or more")
+    if not 0 < args.bookie_timeout < math.inf:
+        raise ValueError(f"--bookie-timeout {args.bookie_timeout} must be a finite number of seconds above 0")
     if audit == "storage" and not any(k.strip() for k in args.owner_key.split(",")):
         raise ValueError("--owner-key names no key; give custom-metadata keys, e.g. application")
 
@@ -128,7 +137,8 @@ def stop_quietly(spark) -> None:
 
 
 def _run(audit: str, args: argparse.Namespace, spark) -> AuditResult:
-    common = dict(run=args.run_at, report_dir=args.report_dir, progress=print_progress)
+    common = dict(run=args.run_at, report_dir=args.report_dir, progress=print_progress,
+                  bookie_timeout=args.bookie_timeout)
     if audit == "storage":
         keys = tuple(k.strip() for k in args.owner_key.split(",") if k.strip())
         return storage.run_storage_audit(spark, args.metadata_service_uri, args.output,

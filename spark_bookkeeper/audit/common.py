@@ -3,27 +3,43 @@ classic session as on Spark Connect), the bookie row statuses, and the snapshot 
 partition, read it back, so every finding is computed from what was stored)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from spark_bookkeeper.audit.result import AuditResult
 from spark_bookkeeper.audit.staging import StagedTables
 from spark_bookkeeper.audit.threads import side_by_side
+from spark_bookkeeper.options import BOOKIE_TIMEOUT
 
 ANSWERED = ("ok", "partial")  # bookie_ledgers rows from a bookie that answered (partial: a stock BookKeeper bookie)
 UNAVAILABLE = "unavailable"
 
 
-def read_table(spark, uri: str, table: str):
-    return spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("table", table).load()
+PER_BOOKIE = ("entrylogs", "bookie_ledgers")  # the tables whose rows each bookie answers for
 
 
-def read_tables(spark, uri: str, names: tuple[str, ...]) -> dict[str, object]:
+def read_table(spark, uri: str, table: str, bookie_timeout: float = BOOKIE_TIMEOUT):
+    """``table`` as format("bookkeeper") reads it; a per-bookie table waits for each bookie's answer at least
+    ``bookie_timeout`` seconds (its bookieTimeout option: more for a request that lists more)."""
+    reader = spark.read.format("bookkeeper").option("metadataServiceUri", uri).option("table", table)
+    if table in PER_BOOKIE:
+        reader = reader.option("bookieTimeout", str(bookie_timeout))
+    return reader.load()
+
+
+def read_tables(spark, uri: str, names: tuple[str, ...], bookie_timeout: float = BOOKIE_TIMEOUT) -> dict[str, object]:
     """The tables ``names`` as format("bookkeeper") reads them: ``entrylogs`` and ``bookie_ledgers`` one task
     per bookie, planned by the data source (bookie_tables.BookiePlan: one pass over the metadata each, the
     planner keeping compact per-ledger facts only), ``ledgers`` and ``fragments`` split by ledger-id ranges
     (the planner lists ids, never holds metadata). Nothing runs on the client but the plans' requests: the
     same code runs on a classic session, on Spark Connect and on platforms that offer only DataFrames."""
-    return {name: read_table(spark, uri, name) for name in names}
+    return {name: read_table(spark, uri, name, bookie_timeout) for name in names}
+
+
+def check_bookie_timeout(seconds: float) -> None:
+    """ValueError unless ``seconds`` is a finite number above 0."""
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"bookie timeout {seconds} must be a finite number of seconds above 0")
 
 
 def snapshot(staged: StagedTables, df, table: str):

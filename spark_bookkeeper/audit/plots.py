@@ -36,9 +36,10 @@ FINDING_STYLES = {
     "bookie_space": ("tab:green", "D"),
     "underreplicated_aged": (COLOURS["underreplicated"], "v"), "unrecoverable": (COLOURS["lost"], "X"),
     "short_fragments": ("tab:brown", "P"), "single_bookie_ledgers": ("tab:olive", "<"),
-    "silent_writers": (COLOURS["open"], ">"),
+    "silent_writers": (COLOURS["open"], ">"), "unverified_fragments": ("goldenrod", "H"),
+    "no_reachable_copy": ("darkred", "*"),
 }
-OTHER_MARKERS = ("h", "8", "*", "p", "d")
+OTHER_MARKERS = ("h", "8", "p", "d")  # none a known finding uses
 NO_DATA = "no data"
 ONE_RUN_SPAN = dt.timedelta(days=1)  # the time shown either side of a history's only run
 DODGE = 0.025  # the sideways offset between findings of one run, as a share of the time shown

@@ -7,6 +7,7 @@ run's tables: under ``OUTPUT/reports/<audit>/date=…/run=…/`` when the output
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 from bookie.util.human import human_bytes
@@ -64,18 +65,26 @@ def _image(name: str, alt: str) -> list[str]:
     return [f"![{alt}]({name})", ""]
 
 
+def _utc(t) -> str:
+    """A timestamp as Spark hands it back (naive, the session's local time) in UTC, "–" for none."""
+    return "–" if t is None else f"{t.astimezone(dt.timezone.utc):%Y-%m-%d %H:%M:%S}"
+
+
 def _storage_details(got: dict) -> list[str]:
-    """The storage report's tables of orphans, deleted ledgers still on disk and skipped logs."""
-    lines = ["## Orphans", ""]
+    """The storage report's tables of orphans, copies of ledgers the metadata lacks and skipped logs."""
+    lines = ["## Orphans: bookies named without the entries", ""]
     lines.append(table(got["orphans"], [
-        ("kind", "kind"), ("bookie", "bookie_id"), ("scope", "scope_id"), ("ledger", "ledger_id"),
-        ("bytes", lambda r: human(r.bytes)), ("entries", "entries"), ("expected", "expected_entries")],
-        got["orphan_count"]))
-    lines += ["## Deleted ledgers still on disk", ""]
+        ("bookie", "bookie_id"), ("scope", "scope_id"), ("ledger", "ledger_id"), ("entries", "entries"),
+        ("expected", "expected_entries")], got["orphan_count"]))
+    lines += ["## Ledgers the metadata lacks, still on disk (reclaimable)", "",
+              "_Not data at risk: GC removes a deleted ledger at its next pass, compaction or the removal of its "
+              "logs gives the bytes back. Times in UTC; the age counts from the first run that found the copy "
+              "without metadata._", ""]
     lines.append(table(got["deleted"], [
         ("bookie", "bookie_id"), ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"),
-        ("bytes", lambda r: human(r.bytes)),
-        ("GC saw it deleted at pass", "deleted_at_pass"), ("passes since", "passes_since"), ("stale", "stale")],
+        ("bytes", lambda r: human(r.bytes)), ("in the metadata at", lambda r: _utc(r.last_in_metadata)),
+        ("without metadata since", lambda r: _utc(r.without_metadata_since)), ("age (s)", "age_seconds"),
+        ("GC saw it deleted at pass", "deleted_at_pass"), ("GC passes since", "passes_since"), ("stale", "stale")],
         got["deleted_count"]))
     lines += ["## Entry logs GC skipped as corrupt", ""]
     lines.append(table(got["skipped"], [
@@ -92,7 +101,7 @@ def write_storage_report(result: AuditResult, directory: str, findings, space, o
         "usage": entrylogs.where("status = 'ok' and not being_written")
         .select("usage", "minor_compaction_candidate", "major_compaction_candidate").collect,
         "orphans": orphans.limit(DETAIL_ROWS).collect, "orphan_count": orphans.count,
-        "deleted": deleted.orderBy("stale", "passes_since", ascending=False).limit(DETAIL_ROWS).collect,
+        "deleted": deleted.orderBy("stale", "age_seconds", "passes_since", ascending=False).limit(DETAIL_ROWS).collect,
         "deleted_count": deleted.count, "skipped": skipped.limit(DETAIL_ROWS).collect,
         "skipped_count": skipped.count, "history": lambda: _history_rows(findings)})
     bookies, owner_rows = got["bookies"], got["owners"]
@@ -120,13 +129,26 @@ def write_storage_report(result: AuditResult, directory: str, findings, space, o
 
 
 def _replication_details(got: dict, baseline: str | None, open_count: int) -> list[str]:
-    """The replication report's tables of short fragments, single-bookie ledgers and silent writers."""
-    lines = ["## Fragments with fewer copies than the write quorum", ""]
-    lines.append(table(got["short"], [
-        ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("fragment", "fragment"),
-        ("entries", lambda r: f"{r.first_entry_id}..{r.last_entry_id}"), ("write quorum", "write_quorum"),
-        ("lacking", lambda r: ", ".join(r.lacking)), ("unreachable", lambda r: ", ".join(r.unreachable)),
-        ("min copies", "min_copies"), ("marked", "under_replicated")], got["short_count"]))
+    """The replication report's tables of fragments with no reachable copy, short and unverified fragments,
+    single-bookie ledgers and silent writers."""
+    fragment = [("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("fragment", "fragment"),
+                ("entries", lambda r: f"{r.first_entry_id}..{r.last_entry_id}"), ("write quorum", "write_quorum"),
+                ("lacking", lambda r: ", ".join(r.lacking)), ("unreachable", lambda r: ", ".join(r.unreachable)),
+                ("lost", lambda r: ", ".join(r.lost)), ("min copies", "min_copies")]
+    lines = ["## Fragments with no reachable copy of an entry", "",
+             "_Every bookie of the entry's write set is lost (not registered) or answered without its share. At "
+             "risk in a ledger AutoRecovery has not marked: nothing will repair it. A lost bookie that comes back "
+             "with its disk brings its copies back._", ""]
+    lines.append(table(got["no_reachable"], fragment + [("marked", "under_replicated")], got["no_reachable_count"]))
+    lines += ["## Fragments with fewer copies than the write quorum", ""]
+    lines.append(table(got["short"], fragment + [("no copy left", "no_copy_left"), ("marked", "under_replicated")],
+                       got["short_count"]))
+    lines += ["## Fragments not verified: a bookie did not answer or is not registered", "",
+              "_Unknown, not missing: a member that did not answer (unreachable) may well hold its entries (see the "
+              "bookies above); a lost one's ledgers are AutoRecovery's to mark. Not data at risk by themselves (an "
+              "entry left with no reachable copy is in the first table); a run with every member answering "
+              "tells._", ""]
+    lines.append(table(got["unverified"], fragment + [("marked", "under_replicated")], got["unverified_count"]))
     lines += ["## Ledgers entirely on one bookie", ""]
     lines.append(table(got["single"], [
         ("ledger", lambda r: f"{r.scope_id}/{r.ledger_id}"), ("state", "state"), ("bookie", "bookie"),
@@ -143,12 +165,14 @@ def _replication_details(got: dict, baseline: str | None, open_count: int) -> li
     return lines
 
 
-def write_replication_report(result: AuditResult, directory: str, findings, aged, short, single, opened, silent,
-                             baseline: str | None, partial) -> str:
+def write_replication_report(result: AuditResult, directory: str, findings, aged, short, unverified, no_reachable,
+                             single, opened, silent, baseline: str | None, partial) -> str:
     """The replication report and its plots, written to ``directory``; the report's path."""
     got = side_by_side({
         "underreplicated": aged.collect, "open": opened.collect, "partial": partial.collect,
+        "no_reachable": no_reachable.limit(DETAIL_ROWS).collect, "no_reachable_count": no_reachable.count,
         "short": short.limit(DETAIL_ROWS).collect, "short_count": short.count,
+        "unverified": unverified.limit(DETAIL_ROWS).collect, "unverified_count": unverified.count,
         "single": single.limit(DETAIL_ROWS).collect, "single_count": single.count,
         "silent": silent.limit(DETAIL_ROWS).collect, "silent_count": silent.count,
         "history": lambda: _history_rows(findings)})

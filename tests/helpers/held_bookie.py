@@ -1,6 +1,6 @@
 """A real bookie process that a test holds at one point, on command (tests/integration/, tests/spark/).
 
-    python -m tests.helpers.held_bookie CONF_PATH CONTROL_DIR {fsync|write|gc-read-ledger|range-read}
+    python -m tests.helpers.held_bookie CONF_PATH CONTROL_DIR {fsync|write|gc-read-ledger|range-read|list-entries}
 
 Runs ``bk bookie --conf CONF_PATH`` in this process after replacing one method here only (production
 code has no switch for it):
@@ -15,7 +15,10 @@ code has no switch for it):
   ``multi_range_read.next_message``, one message of a read of several ranges, and
   ``batched_read_entry_processor.read_batch``, a native batch read): once the ``arm`` file exists, the bookie
   serves as many range reads as it holds (a number, 0 if empty), then holds the next one before it
-  reads anything for it (its client is mid-read, waiting), while the other reads go on being served.
+  reads anything for it (its client is mid-read, waiting), while the other reads go on being served;
+- ``list-entries`` (``BookieServicer._list_of_entries``, a ledger's list of entries for GetListOfEntriesOfLedger
+  and GetListOfEntriesOfLedgers): once the ``arm`` file exists, every list is held until the release (a bookie
+  slow to list a big ledger), then all are served.
 
 The test drives the hold through files in CONTROL_DIR (``Hold`` below):
 
@@ -118,9 +121,25 @@ def held_after_reads(control_dir: str, originals: dict[object, str]) -> None:
         setattr(cls, name, held(getattr(cls, name)))
 
 
+def held_until_released(control_dir: str, original: Callable) -> Callable:
+    """``original`` whose every call after ``arm`` waits for the one release (the calls held meanwhile all go on
+    then: the FIFO's writer closing ends every reader's wait); later calls run at once."""
+    released = threading.Event()
+
+    def method(self, *args):
+        if not released.is_set() and _armed(control_dir) is not None:
+            _wait_release(control_dir)
+            released.set()
+        return original(self, *args)
+
+    return method
+
+
 def install(control_dir: str, mode: str) -> None:
     if mode == "gc-read-ledger":
         ZKMetadataStore.read_ledger = held_after_gc_read(control_dir, ZKMetadataStore.read_ledger)
+    elif mode == "list-entries":
+        BookieServicer._list_of_entries = held_until_released(control_dir, BookieServicer._list_of_entries)
     elif mode == "range-read":
         held_after_reads(control_dir, {BookieServicer: "_range_message", batched_read_entry_processor: "read_batch",
                                        multi_range_read: "next_message"})

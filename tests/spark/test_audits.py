@@ -45,16 +45,16 @@ def test_bookie_space_sums_live_garbage_and_what_each_compaction_reclaims(spark)
         [("b1", 4, "bad header")]
 
 
-def test_deleted_and_orphaned_copies_told_apart(spark):
+def test_copies_without_metadata_are_reclaimable_with_their_age_and_orphans_told_apart(spark):
     rows = af.bookie_ledgers(spark, [
         # ledger 1: deleted, GC saw it at pass 2 of 9 (stale past 3 passes); on b2 at pass 8 (not stale)
         dict(bookie_id="b1", ledger_id=1, in_metadata=False, bytes=0, deleted_bytes=700, deleted_at_pass=2,
              gc_passes=9, entries=0),
         dict(bookie_id="b2", ledger_id=1, in_metadata=False, bytes=0, deleted_bytes=700, deleted_at_pass=8,
              gc_passes=9, entries=0),
-        # ledger 2: not in the metadata, GC has not judged it: an earlier run knew it (deleted), or not (orphan)
+        # ledger 2: not in the metadata, GC has not judged it: an earlier run knew it (deleted)
         dict(bookie_id="b1", ledger_id=2, in_metadata=False, bytes=300, entries=3, gc_passes=9),
-        # ledger 3: never known anywhere: orphan
+        # ledger 3: never known anywhere, GC has not judged it: deleted before any run saw it
         dict(bookie_id="b2", ledger_id=3, in_metadata=False, bytes=50, entries=1, gc_passes=9),
         # ledger 4: closed, its metadata names b3 which holds none of its 5 entries; b1 holds its share
         dict(bookie_id="b3", ledger_id=4, expected_entries=5, entries=0, missing_entries=5, short_fragments=[0],
@@ -65,18 +65,41 @@ def test_deleted_and_orphaned_copies_told_apart(spark):
         dict(bookie_id="b4", ledger_id=5, status="unavailable", error="down"),
         # ledger 6: GC removed it (no entry listed), its bytes are in the log being written (no pass recorded)
         dict(bookie_id="b3", ledger_id=6, in_metadata=False, bytes=400, deleted_bytes=0, entries=0, gc_passes=9),
+        # ledger 7: created after the driver listed the metadata: the re-read finds it (confirm_orphans drops it)
+        dict(bookie_id="b2", ledger_id=7, in_metadata=False, bytes=80, entries=2, gc_passes=9),
     ])
-    known = spark.createDataFrame([(0, 2)], "scope_id long, ledger_id long")
-    deleted = by(storage.deleted_not_reclaimed(rows, known, 3).collect(), "bookie_id", "ledger_id")
-    assert {k: (r.bytes, r.seen_by_gc, r.passes_since, r.stale) for k, r in deleted.items()} == {
-        ("b1", 1): (700, True, 7, True), ("b2", 1): (700, True, 1, False), ("b1", 2): (300, False, None, False),
-        ("b3", 6): (400, True, None, False)}
-    orphans = storage.orphan_candidates(rows, known).collect()
-    assert [(r.kind, r.bookie_id, r.ledger_id) for r in orphans] == \
-        [("holds_nothing", "b3", 4), ("no_metadata", "b2", 3)]
-    first_run = storage.orphan_candidates(rows, None).collect()  # no history: ledger 2 cannot be told from an orphan
-    assert [(r.kind, r.ledger_id) for r in first_run] == [("holds_nothing", 4), ("no_metadata", 2), ("no_metadata", 3)]
-    assert {r.ledger_id for r in storage.deleted_not_reclaimed(rows, None, 3).collect()} == {1, 6}
+    then = RUN.at - dt.timedelta(hours=1)
+    known = spark.createDataFrame([(0, 2, then)], "scope_id long, ledger_id long, last_in_metadata timestamp")
+    candidates = storage.orphan_candidates(rows, known)
+    assert [(r.kind, r.bookie_id, r.ledger_id) for r in candidates.collect()] == \
+        [("holds_nothing", "b3", 4), ("no_metadata", "b2", 3), ("no_metadata", "b2", 7)]
+    confirmed = candidates.where("ledger_id != 7")
+    # Earlier runs found some copies without metadata already: when, and the bookie's GC passes then (b1 has
+    # restarted since it first reported ledger 2: fewer passes now, the count since then is lost).
+    sightings = spark.createDataFrame(
+        [("b1", 0, 1, RUN.at - dt.timedelta(days=1), 1), ("b3", 0, 6, RUN.at - dt.timedelta(hours=2), 7),
+         ("b1", 0, 2, then, 20)],
+        "bookie_id string, scope_id long, ledger_id long, first_seen timestamp, first_gc_passes long")
+    table = storage.deleted_not_reclaimed(rows, known, confirmed, sightings, RUN, 3)
+    deleted = by(table.collect(), "bookie_id", "ledger_id")
+    assert {k: (r.bytes, r.seen_by_gc, r.passes_since, r.stale, r.age_seconds) for k, r in deleted.items()} == {
+        ("b1", 1): (700, True, 7, True, 86400), ("b2", 1): (700, True, 1, False, 0),
+        ("b1", 2): (300, False, None, False, 3600), ("b3", 6): (400, True, 2, False, 7200),
+        ("b2", 3): (50, False, 0, False, 0)}
+    assert {k: r.last_in_metadata and r.last_in_metadata.astimezone(dt.timezone.utc)
+            for k, r in deleted.items()} == {("b1", 1): None, ("b2", 1): None, ("b1", 2): then, ("b3", 6): None,
+                                             ("b2", 3): None}
+    assert deleted["b2", 3].without_metadata_since.astimezone(dt.timezone.utc) == RUN.at  # first seen this run
+    summary = storage.reclaimable_summary(table, RUN, 3)
+    assert summary.startswith("copies of ledgers the metadata lacks still on the bookies: 2.1 KiB reclaimable, not "
+                              "data at risk"), summary
+    assert "2 not yet collected by GC; the oldest without metadata since 2025-12-31 05:00:00 UTC (24.0 hours " \
+           "before this run), up to 7 GC passes since; 1 stale" in summary, summary
+    # A first run: no history, so every copy GC has not judged is read again in the metadata, none is an orphan.
+    first = storage.deleted_not_reclaimed(rows, None, storage.orphan_candidates(rows, None), None, RUN, 3).collect()
+    assert {r.ledger_id for r in first} == {1, 2, 3, 6, 7}
+    assert {(r.ledger_id, r.passes_since, r.age_seconds) for r in first if not r.seen_by_gc} == \
+        {(2, 0, 0), (3, 0, 0), (7, 0, 0)}
 
 
 def test_space_by_owner_takes_the_first_owner_key_present(spark):
@@ -128,12 +151,124 @@ def test_short_fragments_name_lacking_and_unreachable_bookies(spark):
         dict(bookie_id="c", ledger_id=2, short_fragments=[], entries=3),
         dict(bookie_id="d", ledger_id=3, status="unavailable")])
     marked = af.underreplicated(spark, [dict(ledger_id=1, missing_replicas=["d"], marked_at=af.T0)])
-    rows = replication.short_fragments(frags, meta, held, marked).collect()
-    assert [(r.ledger_id, r.fragment, r.lacking, r.unreachable, r.min_copies, r.under_replicated) for r in rows] == \
-        [(1, 1, ["b"], ["d"], 0, True)]  # b and d are neighbours: an entry of fragment 1 has no copy left
+    checked = replication.checked_fragments(frags, meta, held, marked)
+    # b and d are neighbours: an entry of fragment 1 may have no copy left, but d did not answer: not proven.
+    expected = [(1, 1, ["b"], ["d"], 0, False, True)]
+    for found in (replication.short_fragments(checked), replication.unverified_fragments(checked)):
+        assert [(r.ledger_id, r.fragment, r.lacking, r.unreachable, r.min_copies, r.no_copy_left, r.under_replicated)
+                for r in found.collect()] == expected
     aged = replication.underreplicated_aged(marked, RUN, 3600).collect()
     assert [(r.ledger_id, r.age_seconds, r.over_age) for r in aged] == [(1, 5 * 3600, True)]
     assert replication.underreplicated_aged(marked, RUN, 6 * 3600).first().over_age is False
+
+
+def test_no_copy_left_only_as_bookies_that_answered_prove_it(spark):
+    """Exit 3 for a fragment needs bookies that answered: every bookie of an entry's write set answered without
+    its share. Bookies that did not answer, or that lack only some entries, make no such proof."""
+    from spark_bookkeeper.audit.result import EXIT_AT_RISK, AuditResult
+    two, three = ["a", "b"], ["a", "b", "c"]
+    meta = af.ledgers(spark, [dict(ledger_id=i, ensemble_size=len(e), last_entry_id=4, bookies=e)
+                              for i, e in ((5, two), (6, two), (7, two), (8, three))])
+    frags = af.fragments(spark, [dict(ledger_id=i, first_entry_id=0, last_entry_id=4, ensemble=e)
+                                 for i, e in ((5, two), (6, two), (7, two), (8, three))])
+    held = af.bookie_ledgers(spark, [
+        # 5: both bookies answered holding none of their 5 entries: no copy left
+        dict(bookie_id="a", ledger_id=5, expected_entries=5, entries=0, missing_entries=5, short_fragments=[0]),
+        dict(bookie_id="b", ledger_id=5, expected_entries=5, entries=0, missing_entries=5, short_fragments=[0]),
+        # 6: each lacks 2 of its 5: which ones is not known, so no entry is proven without a copy
+        dict(bookie_id="a", ledger_id=6, expected_entries=5, entries=3, missing_entries=2, short_fragments=[0]),
+        dict(bookie_id="b", ledger_id=6, expected_entries=5, entries=3, missing_entries=2, short_fragments=[0]),
+        # 7: neither answered (the 7.2 s list of entries of issue 35): unverified, not short
+        dict(bookie_id="a", ledger_id=7, status="unavailable", error="DEADLINE_EXCEEDED"),
+        dict(bookie_id="b", ledger_id=7, status="unavailable", error="DEADLINE_EXCEEDED"),
+        # 8: c holds none of its 3 entries of 0..4, a did not answer: entries on c and a unknown, not lost
+        dict(bookie_id="a", ledger_id=8, status="unavailable", error="DEADLINE_EXCEEDED"),
+        dict(bookie_id="b", ledger_id=8, expected_entries=3, entries=3, missing_entries=0, short_fragments=[]),
+        dict(bookie_id="c", ledger_id=8, expected_entries=3, entries=0, missing_entries=3, short_fragments=[0])])
+    marked = af.underreplicated(spark, [dict(ledger_id=i, missing_replicas=["a"], marked_at=RUN.at)
+                                        for i in (5, 6, 8)])
+
+    def audit(bookie_ledgers) -> tuple[AuditResult, dict, dict]:
+        """The findings of the fragments ``bookie_ledgers`` shows, and the short and unverified ones by ledger."""
+        checked = replication.checked_fragments(frags, meta, bookie_ledgers, marked)
+        short, unverified = replication.short_fragments(checked), replication.unverified_fragments(checked)
+        return (replication_result(spark, meta, marked, checked),
+                {r.ledger_id: (r.lacking, r.unreachable, r.min_copies, r.no_copy_left) for r in short.collect()},
+                {r.ledger_id: (r.unreachable, r.min_copies) for r in unverified.collect()})
+
+    everything, short, unverified = audit(held)
+    assert short == {5: (two, [], 0, True), 6: (two, [], 0, False), 8: (["c"], ["a"], 0, False)}
+    assert unverified == {7: (two, 0), 8: (["a"], 0)}
+    assert everything.exit_code == EXIT_AT_RISK and everything.finding("short_fragments").at_risk
+    assert "1 with an entry every bookie of its write set answered without" in \
+        everything.finding("short_fragments").summary
+    without_5, _, _ = audit(held.where("ledger_id != 5"))  # what is left proves no loss: a warning, exit 0
+    assert (without_5.exit_code, without_5.finding("unverified_fragments").count) == (0, 2)
+    assert not any(f.at_risk and f.count for f in without_5.findings), without_5.findings
+    assert without_5.finding("unverified_fragments").summary.startswith(
+        "fragments whose copies could not all be checked, in 2 ledgers (not answering: a, b): 2 with an entry no "
+        "bookie that answered is known to hold")
+
+
+def replication_result(spark, meta, marked, checked):
+    """The replication findings of ``checked`` fragments (no open ledger, at most 10 marked ledgers allowed)."""
+    from spark_bookkeeper.audit.result import AuditResult
+    nothing = af.bookie_ledgers(spark, [])
+    opened = replication.open_ledgers(meta, nothing, RUN)
+    findings = replication.replication_findings(
+        replication.underreplicated_aged(marked, RUN, 3600), replication.short_fragments(checked),
+        replication.unverified_fragments(checked), replication.no_reachable_copy(checked),
+        replication.single_bookie_ledgers(meta, nothing), opened, replication.silent_writers(opened, None, RUN),
+        None, dict(max_underreplicated=10, max_underreplicated_age=3600, silent_after=3600))
+    return AuditResult("replication", RUN, findings=findings)
+
+
+def test_no_reachable_copy_when_lost_bookies_leave_an_entry_without_one(spark):
+    """A bookie not registered (lost) is evidence: an entry whose write set is all lost, or lost and answered
+    without its share, has no reachable copy, at risk when AutoRecovery has not marked the ledger. A registered
+    bookie that does not answer (a timeout) makes no such proof."""
+    from spark_bookkeeper.audit.result import EXIT_AT_RISK
+    from spark_bookkeeper.bookie_tables import NOT_REGISTERED
+    two, three = ["a", "b"], ["a", "b", "c"]
+    ensembles = {11: two, 12: two, 13: two, 14: two, 15: three, 16: two}
+    meta = af.ledgers(spark, [dict(ledger_id=i, ensemble_size=len(e), last_entry_id=4, bookies=e)
+                              for i, e in ensembles.items()])
+    frags = af.fragments(spark, [dict(ledger_id=i, first_entry_id=0, last_entry_id=4, ensemble=e)
+                                 for i, e in ensembles.items()])
+    lost = dict(status="unavailable", error=NOT_REGISTERED)
+    slow = dict(status="unavailable", error="BKTimeoutException: list of entries timed out")
+    holds_all = dict(expected_entries=5, entries=5, missing_entries=0, short_fragments=[])
+    holds_none = dict(expected_entries=5, entries=0, missing_entries=5, short_fragments=[0])
+    held = af.bookie_ledgers(spark, [dict(bookie_id=b, ledger_id=i, **row) for b, i, row in [
+        ("a", 11, lost), ("b", 11, lost),  # 11: both lost, not marked: no reachable copy, at risk
+        ("a", 12, lost), ("b", 12, holds_none),  # 12: one lost, the other answered without its share
+        ("a", 13, lost), ("b", 13, slow),  # 13: b may hold its copies: unverified only
+        ("a", 14, lost), ("b", 14, holds_all),  # 14: a copy of each entry left on b
+        ("a", 15, lost), ("b", 15, lost), ("c", 15, dict(holds_all, expected_entries=3, entries=3)),  # c: 2, 0
+        ("a", 16, lost), ("b", 16, lost)]])  # 16: as 11, but AutoRecovery has it marked
+    marked = af.underreplicated(spark, [dict(ledger_id=16, missing_replicas=two, marked_at=RUN.at)])
+    checked = replication.checked_fragments(frags, meta, held, marked)
+    columns = ("lacking", "unreachable", "lost", "min_copies", "no_copy_left", "no_reachable_copy", "under_replicated")
+    rows = {r.ledger_id: tuple(r[c] for c in columns) for r in checked.collect()}
+    assert rows == {11: ([], [], two, 0, False, True, False), 12: (["b"], [], ["a"], 0, False, True, False),
+                    13: ([], ["b"], ["a"], 0, False, False, False), 14: ([], [], ["a"], 1, False, False, False),
+                    15: ([], [], two, 0, False, True, False), 16: ([], [], two, 0, False, True, True)}
+    assert {r.ledger_id for r in replication.no_reachable_copy(checked).collect()} == {11, 12, 15, 16}
+    assert {r.ledger_id for r in replication.unverified_fragments(checked).collect()} == set(rows)  # all lost a
+    result = replication_result(spark, meta, marked, checked)
+    assert result.exit_code == EXIT_AT_RISK
+    finding = result.finding("no_reachable_copy")
+    assert (finding.count, finding.at_risk) == (4, True)
+    assert finding.summary == (
+        "fragments with an entry no reachable bookie holds (every bookie of its write set not registered or "
+        "answered without its share), in 4 ledgers (lost: a, b): 3 of them in ledgers AutoRecovery has not marked "
+        "(nothing will repair them); marked ones are left to the under-replicated limits")
+    assert not result.finding("unverified_fragments").at_risk
+    assert "(not answering: b; not registered, lost: a, b)" in result.finding("unverified_fragments").summary
+    # Left to the under-replicated limits once marked, and never for a bookie that is only slow.
+    for kept in ("ledger_id in (13, 14, 16)", "ledger_id in (13, 14)"):
+        rest = replication_result(spark, meta, marked, checked.where(kept))
+        assert rest.exit_code == 0 and not rest.finding("no_reachable_copy").at_risk, rest.findings
 
 
 def test_single_bookie_ledgers_by_metadata_and_by_holdings(spark):
@@ -199,37 +334,47 @@ def test_audits_name_exactly_the_planted_facts(audit_session, bk_cluster, tmp_pa
     first = Run.now()
     second = Run(first.at + dt.timedelta(days=1))
 
-    # Storage: the orphan and the bookie named without its entries; the deleted ledgers' bytes, stale (GC saw them
-    # deleted at the first of three forced passes: 2 passes ago, more than the 1 allowed).
+    # Storage: the bookie named without its entries (at risk); the deleted ledgers' bytes, stale (GC saw them
+    # deleted at the first of three forced passes: 2 passes ago, more than the 1 allowed), and the entries planted
+    # without metadata: reclaimable, first seen this run.
     result = run_storage_audit(spark, uri, str(stored), run=first, stale_gc_passes=1)
     orphans = spark.read.parquet(result.tables["orphans"]).collect()
-    assert {(r.kind, r.bookie_id, r.ledger_id) for r in orphans} == {
-        ("no_metadata", facts.orphan_bookie, ORPHAN.ledger_id), ("holds_nothing", facts.stranger, facts.moved)}
+    assert {(r.kind, r.bookie_id, r.ledger_id) for r in orphans} == {("holds_nothing", facts.stranger, facts.moved)}
     deleted = spark.read.parquet(result.tables["deleted_not_reclaimed"]).collect()
-    assert {r.ledger_id for r in deleted} == set(facts.deleted)
-    assert all(r.seen_by_gc and r.bytes > 0 for r in deleted)
-    assert {r.ledger_id for r in deleted if r.stale} == set(facts.deleted)
+    assert {r.ledger_id for r in deleted} == set(facts.deleted) | {ORPHAN.ledger_id}
+    assert all(r.bytes > 0 and r.age_seconds == 0 for r in deleted)
+    assert {r.ledger_id for r in deleted if r.seen_by_gc} == {r.ledger_id for r in deleted if r.stale} == \
+        set(facts.deleted)
+    (planted,) = [r for r in deleted if r.ledger_id == ORPHAN.ledger_id]
+    assert (planted.bookie_id, planted.passes_since, planted.last_in_metadata) == (facts.orphan_bookie, 0, None)
     space = by(spark.read.parquet(result.tables["bookie_space"]).collect(), "bookie_id")
     assert space[facts.killed].status == "unavailable" and space[facts.killed].live_bytes is None
     assert all(r.status == "ok" and r.live_bytes > 0 for b, r in space.items() if b != facts.killed)
     assert sum(r.garbage_bytes for b, r in space.items() if b != facts.killed) > 0
     owners = by(spark.read.parquet(result.tables["space_by_owner"]).collect(), "owner")
     assert owners["audit-test"].ledgers == len(facts.healthy) + 1 and owners["audit-test"].stored_bytes > 0
-    assert (result.at_risk, result.exit_code, result.finding("orphans").count) == (True, EXIT_AT_RISK, 2)
+    assert (result.at_risk, result.exit_code, result.finding("orphans").count) == (True, EXIT_AT_RISK, 1)
+    assert result.finding("deleted_not_reclaimed").count == len(deleted)
+    assert not result.finding("deleted_not_reclaimed").at_risk
     assert result.finding("skipped_logs").count == 0
     report = open(result.report).read()
-    assert "DATA AT RISK" in report and str(ORPHAN.ledger_id) in report
+    assert "DATA AT RISK" in report and str(facts.moved) in report and str(ORPHAN.ledger_id) in report
     assert {"disk_per_bookie.png", "space_by_owner.png"} <= set(os.listdir(os.path.dirname(result.report)))
 
-    # Replication: the killed bookie's marked ledgers, the moved ledger's short fragment (unmarked: at risk).
+    # Replication: the killed bookie's marked ledgers (their fragments unverified: it is lost, not registered, and
+    # a copy of each entry is left on the others), the moved ledger's short fragment (unmarked: at risk).
     result = run_replication_audit(spark, uri, str(replicated), run=first)
     aged = spark.read.parquet(result.tables["underreplicated_aged"]).collect()
     assert {r.ledger_id: r.missing_replicas for r in aged} == facts.marked
     short = spark.read.parquet(result.tables["short_fragments"]).collect()
-    assert {(r.ledger_id, r.fragment, tuple(r.lacking), tuple(r.unreachable), r.min_copies, r.under_replicated)
-            for r in short} == \
-        {(ledger, 0, (), (facts.killed,), 1, True) for ledger in facts.marked} | \
-        {(facts.moved, 0, (facts.stranger,), (), 1, False)}
+    assert [(r.ledger_id, r.fragment, r.lacking, r.unreachable, r.min_copies, r.no_copy_left, r.under_replicated)
+            for r in short] == [(facts.moved, 0, [facts.stranger], [], 1, False, False)]
+    unverified = spark.read.parquet(result.tables["unverified_fragments"]).collect()
+    assert {(r.ledger_id, r.fragment, tuple(r.lacking), tuple(r.unreachable), tuple(r.lost), r.min_copies,
+             r.no_reachable_copy, r.under_replicated) for r in unverified} == \
+        {(ledger, 0, (), (), (facts.killed,), 1, False, True) for ledger in facts.marked}
+    assert not result.finding("unverified_fragments").at_risk and result.finding("short_fragments").at_risk
+    assert result.finding("no_reachable_copy").count == 0
     single = spark.read.parquet(result.tables["single_bookie_ledgers"]).collect()
     kept = bk.ledger_metadata(facts.moved).ensembles[0][1][0]  # the member that still holds its entries
     assert {(r.ledger_id, r.bookie, r.basis) for r in single} == {
@@ -248,7 +393,12 @@ def test_audits_name_exactly_the_planted_facts(audit_session, bk_cluster, tmp_pa
         [(facts.silent, 10, first.at)]
     assert silent[0].silent_seconds == 86400
     assert all(r.over_age for r in spark.read.parquet(result.tables["underreplicated_aged"]).collect())
-    assert run_storage_audit(spark, uri, str(stored), run=second, stale_gc_passes=1).finding("orphans").count == 2
+    later = run_storage_audit(spark, uri, str(stored), run=second, stale_gc_passes=1)
+    assert later.finding("orphans").count == 1
+    planted = [r for r in spark.read.parquet(later.tables["deleted_not_reclaimed"]).collect()
+               if r.ledger_id == ORPHAN.ledger_id]
+    assert [(r.without_metadata_since.astimezone(dt.timezone.utc), r.age_seconds) for r in planted] == \
+        [(first.at, 86400)]
     for out, table in ((replicated, "open_ledgers"), (replicated, "short_fragments"), (stored, "orphans"),
                        (stored, "bookie_ledgers"), (replicated, "findings_replication")):
         assert partitions(out, table) == [f"date={first.date}", f"date={second.date}"], table
