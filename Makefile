@@ -41,7 +41,7 @@ test-spark-%: .venv-pyspark%/.installed
 
 # An extra of setup.py apart from what the tests need: docs (MkDocs, Material), notebooks (JupyterLab, pandas).
 $(VENV)/.%-installed: $(STAMP) setup.py
-	$(PY) -m pip install -q -e '.[$*]'
+	$(PY) -m pip install -q $(EDITABLE) '.[$*]'
 	touch $@
 DOCS_STAMP := $(VENV)/.docs-installed
 NOTEBOOKS_STAMP := $(VENV)/.notebooks-installed

@@ -25,6 +25,8 @@ setup(
         "tqdm>=4.60,<5",  # progress of long shell commands and benchmarks
         "matplotlib>=3.8,<4",  # the audit jobs' report plots
         "jproperties>=2.1,<3",  # bk_server.conf read exactly as java.util.Properties reads it
+        "prometheus-client>=0.20,<1",  # the metrics registry, process metrics (bookie/stats)
+        "aiohttp>=3.9,<4",  # the HTTP admin server, on the bookie's event loop (bookie/http)
     ],
     extras_require={
         "test": [

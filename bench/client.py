@@ -9,7 +9,10 @@ Prints, each next to its baseline measured in the same run:
 - for both, and the bare writer, the client process's CPU per acknowledged entry (µs);
 - one append at a time: p50 latency (target <= 2 ms);
 - reading the closed ledger: entries/s (target >= 200,000);
-- ZooKeeper used as a log (kazoo async creates of 1 KiB sequential znodes).
+- ZooKeeper used as a log (kazoo async creates of 1 KiB sequential znodes);
+- what metrics cost: the client and its bookies record metrics and serve /metrics (scraped every second);
+  ``append_batch`` and ``append_async`` are measured again against three bookies with both off
+  (enableStatistics=false) and a client without a stats logger (target >= 0.97 each).
 
     python bench/client.py [--seconds 5]
 """
@@ -26,8 +29,10 @@ from kazoo.client import KazooClient
 import bare_pipeline
 from bookie.client import BookKeeper
 from bookie.client import benchmark
+from bookie.stats.prometheus_metrics_provider import PrometheusMetricsProvider
 from bookie.testing.local_bookkeeper import LocalBookKeeper
 
+from metrics_scraper import METRICS_OFF, METRICS_ON, scraped
 from results import Figure, record
 
 
@@ -73,12 +78,21 @@ def main() -> None:
 
 
 def run(args, base: str) -> list[Figure]:
-    with LocalBookKeeper(3, base_dir=base) as cluster, bare_pipeline.bare_servicers(base) as bare_addresses:
-        with BookKeeper(cluster.metadata_service_uri) as bk:
-            benchmark.write_throughput(bk, 1.0, 1024, 3, 3, 2, 10000)  # warm-up: connections, caches
+    provider = PrometheusMetricsProvider().start()  # the client's metrics, as an application would keep them
+    with LocalBookKeeper(3, base_dir=os.path.join(base, "metered"), bookie_settings=METRICS_ON) as cluster, \
+            LocalBookKeeper(3, base_dir=os.path.join(base, "unmetered"), bookie_settings=METRICS_OFF) as unmetered, \
+            bare_pipeline.bare_servicers(base) as bare_addresses, \
+            scraped([b.http_address for b in cluster.bookies]) as scrapes:
+        with BookKeeper(cluster.metadata_service_uri, stats_logger=provider.get_stats_logger()) as bk, \
+                BookKeeper(unmetered.metadata_service_uri) as bk_off:
+            for client in (bk, bk_off):
+                benchmark.write_throughput(client, 1.0, 1024, 3, 3, 2, 10000)  # warm-up: connections, caches
+            # Without metrics before and after with them: the order does not favour either.
+            write_off = benchmark.write_throughput(bk_off, args.seconds, 1024, 3, 3, 2, in_flight=10000)
             write, write_cpu = cpu_timed(benchmark.write_throughput, bk, args.seconds, 1024, 3, 3, 2, in_flight=10000)
             batched, batch_cpu = cpu_timed(benchmark.batch_write_throughput, bk, args.seconds, 1024, 3, 3, 2,
                                            batch=256, in_flight=16)
+            batched_off = benchmark.batch_write_throughput(bk_off, args.seconds, 1024, 3, 3, 2, batch=256, in_flight=16)
             bare = bare_pipeline.run_writer(bare_addresses, args.seconds, 1024, batch=256, in_flight=16, ack_quorum=2)
             # The same bytes in flight as messages of 1,024 entries: the size the client's outboxes coalesce to.
             bare_large = bare_pipeline.run_writer(bare_addresses, args.seconds, 1024, batch=1024, in_flight=4,
@@ -86,6 +100,7 @@ def run(args, base: str) -> list[Figure]:
             latency = benchmark.append_latency(bk, 2000, 1024, 3, 3, 2)
             entries, size, read_s = benchmark.read_throughput(bk, write.ledger_ids[0])
         zk_rate = zookeeper_as_a_log(cluster.zookeeper.connect_string, args.seconds)
+    provider.stop()
     read_rate = entries / read_s
     write_us, batch_us = write_cpu / write.entries * 1e6, batch_cpu / batched.entries * 1e6
     print("client bench (3 bookies + client on this machine, 1 KiB entries, E=3 WQ=3 AQ=2, fsync on):")
@@ -106,7 +121,16 @@ def run(args, base: str) -> list[Figure]:
           f"p99 {latency.percentile(99):6.2f} ms  (target p50 <= 2 ms)")
     print(f"  read of the closed ledger              : {read_rate:10,.0f} entries/s  ({size / read_s / 1e6:.0f} MB/s; "
           f"target >= 200,000: {'met' if read_rate >= 200_000 else 'MISSED'})")
-    return figures(write, batched, bare, bare_large, latency, read_rate, zk_rate, write_us, batch_us)
+    print(f"  metrics and HTTP on (client and bookies, /metrics scraped {len(scrapes)} times) vs off: "
+          f"append_batch {batched.rate / batched_off.rate:.3f}, append_async {write.rate / write_off.rate:.3f} "
+          "(target >= 0.97)")
+    return figures(write, batched, bare, bare_large, latency, read_rate, zk_rate, write_us, batch_us) + [
+        Figure("append_batch with metrics and HTTP vs without", batched.rate, "entries/s",
+               baseline="append_batch, enableStatistics=false, no HTTP, client without stats",
+               baseline_value=batched_off.rate, target=">= 0.97"),
+        Figure("append_async with metrics and HTTP vs without", write.rate, "entries/s",
+               baseline="append_async, enableStatistics=false, no HTTP, client without stats",
+               baseline_value=write_off.rate, target=">= 0.97")]
 
 
 def figures(write: benchmark.WriteResult, batched: benchmark.WriteResult, bare: bare_pipeline.PipelineResult,

@@ -71,16 +71,16 @@ def zookeeper(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def cluster(zookeeper, tmp_path):
-    """Start local clusters (bookie processes) on the session's ZooKeeper, each under its own root."""
+def _local_clusters(zookeeper, new_dir, default_bookies: int):
+    """A factory of local clusters (bookie processes) on the session's ZooKeeper, each under its own root and in
+    ``new_dir(i)``, yielded to a fixture; every cluster it made is stopped when the fixture ends."""
     import uuid
 
     from bookie.testing.local_bookkeeper import LocalBookKeeper
     clusters = []
 
-    def make(num_bookies: int = 3, **settings) -> LocalBookKeeper:
-        c = LocalBookKeeper(num_bookies, base_dir=str(tmp_path / f"cluster{len(clusters)}"), zookeeper=zookeeper,
+    def make(num_bookies: int = default_bookies, **settings) -> LocalBookKeeper:
+        c = LocalBookKeeper(num_bookies, base_dir=new_dir(len(clusters)), zookeeper=zookeeper,
                             root=f"/ledgers-{uuid.uuid4().hex[:8]}", bookie_settings={"zkTimeout": 2000, **settings})
         clusters.append(c)
         return c.start()
@@ -88,6 +88,12 @@ def cluster(zookeeper, tmp_path):
     yield make
     for c in clusters:
         c.stop()
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path):
+    """Start local clusters (``cluster(3, **settings)``) for one test."""
+    yield from _local_clusters(zookeeper, lambda i: str(tmp_path / f"cluster{i}"), 3)
 
 
 @pytest.fixture
@@ -161,12 +167,12 @@ def spark_connect(spark_connect_session):
 
 
 @pytest.fixture(scope="module")
-def shared_cluster(zookeeper, tmp_path_factory):
-    """Four bookies shared by a module's tests (for tests that do not kill bookies)."""
-    import uuid
+def module_cluster(zookeeper, tmp_path_factory):
+    """Start local clusters (``module_cluster(4, **settings)``) shared by a module's tests."""
+    yield from _local_clusters(zookeeper, lambda i: str(tmp_path_factory.mktemp("module-cluster")), 4)
 
-    from bookie.testing.local_bookkeeper import LocalBookKeeper
-    c = LocalBookKeeper(4, base_dir=str(tmp_path_factory.mktemp("shared-cluster")), zookeeper=zookeeper,
-                        root=f"/ledgers-{uuid.uuid4().hex[:8]}", bookie_settings={"zkTimeout": 2000}).start()
-    yield c
-    c.stop()
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster):
+    """Four bookies shared by a module's tests (for tests that do not kill bookies)."""
+    return module_cluster(4)

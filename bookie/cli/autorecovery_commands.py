@@ -6,15 +6,15 @@
 days back, so that an auditor runs them when it starts)."""
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import signal
-import threading
 import time
 from typing import Callable, NamedTuple
 
 from bookie.cli.cluster_conf import metadata_store
-from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager, missing_replica_filter
 from bookie.server.conf import ConfigurationException
 
 
@@ -78,23 +78,48 @@ FORCED_CHECK_AGE_MS = 21 * 24 * 3600 * 1000  # how far back: more than any check
 
 
 def run_autorecovery(args, conf) -> int:
-    from bookie.replication.autorecovery_main import AutoRecoveryMain
+    """AutoRecoveryMain until SIGTERM or SIGINT, with its own metrics provider and, under httpServerEnabled, the HTTP
+    admin server (BookKeeper's autorecovery-server components: stats, AutoRecovery, HTTP; the bookie routes answer
+    that this process runs no bookie)."""
     if args.metadata_service_uri:
         conf.set("metadataServiceUri", args.metadata_service_uri)
     if not conf.metadata_service_uri:
         raise ConfigurationException("no metadata service: pass -u zk://host:port/ledgers, or --conf with metadataServiceUri")
     for notice in conf.notices():
         logging.getLogger(__name__).warning(notice)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    main = AutoRecoveryMain(conf, args.id).start()
-    print(f"autorecovery {main.id} is up (metadata {conf.metadata_service_uri})", flush=True)
-    try:
-        stop.wait()
-    finally:
-        main.shutdown()
+    asyncio.run(_serve_autorecovery(conf, args.id))
     return 0
+
+
+async def _serve_autorecovery(conf, participant_id: str | None) -> None:
+    from bookie.cli.server_commands import http_admin_server
+    from bookie.replication.autorecovery_main import AutoRecoveryMain
+    from bookie.stats.prometheus_metrics_provider import PrometheusMetricsProvider
+    from bookie.stats.stats_logger import NULL_STATS_LOGGER
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stats = PrometheusMetricsProvider.from_conf(conf)
+    http = None
+    main = None
+    try:
+        root = NULL_STATS_LOGGER
+        if stats is not None:
+            root = stats.start().get_stats_logger()
+        main = await asyncio.to_thread(lambda: AutoRecoveryMain(conf, participant_id, stats_logger=root).start())
+        if conf["httpServerEnabled"]:
+            http = await http_admin_server(conf, autorecovery=main, stats_provider=stats).start()
+        print(f"autorecovery {main.id} is up (metadata {conf.metadata_service_uri})"
+              + (f"; HTTP admin on http://{http.address}" if http is not None else ""), flush=True)
+        await stop.wait()
+    finally:
+        if http is not None:
+            await http.stop()
+        if main is not None:
+            await asyncio.to_thread(main.shutdown)
+        if stats is not None:
+            stats.stop()
 
 
 def run_toggle(args, conf) -> int:
@@ -131,21 +156,16 @@ def run_delay(args, conf) -> int:
     with metadata_store(args) as store:
         manager = LedgerUnderreplicationManager(store)
         if args.set is not None:
-            if args.set < 0:
-                raise ValueError(f"lostBookieRecoveryDelay must be >= 0 seconds, not {args.set}")
             manager.set_lost_bookie_recovery_delay(args.set)
             print(f"Successfully set LostBookieRecoveryDelay value to: {args.set}")
         else:
-            delay = manager.get_lost_bookie_recovery_delay()
-            print(f"LostBookieRecoveryDelay value: {conf['lostBookieRecoveryDelay'] if delay is None else delay}")
+            print(f"LostBookieRecoveryDelay value: "
+                  f"{manager.get_lost_bookie_recovery_delay(conf['lostBookieRecoveryDelay'])}")
     return 0
 
 
 def run_listunderreplicated(args, conf) -> int:
-    def wanted(replicas: tuple[str, ...]) -> bool:
-        return ((args.missingreplica is None or args.missingreplica in replicas)
-                and (args.excludingmissingreplica is None or args.excludingmissingreplica not in replicas))
-
+    wanted = missing_replica_filter(args.missingreplica, args.excludingmissingreplica)
     with metadata_store(args) as store:
         manager = LedgerUnderreplicationManager(store)
         count = 0

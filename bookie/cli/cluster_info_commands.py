@@ -6,8 +6,7 @@ bookies.EndpointInfoCommand).
     bk shell endpointinfo -u URI -b BOOKIE   what the bookie registered: its properties and endpoints
                                              (BookieServiceInfo); exit 1 if it is unknown or publishes none
 
-The bookies of a cluster are those with a cookie in the metadata store (BookKeeper's getAllBookies), and any
-registered one; those not registered, writable or read-only, are the unavailable ones.
+What a cluster's info is, and which bookies it has: bookie/meta/cluster_info.py.
 """
 from __future__ import annotations
 
@@ -16,10 +15,8 @@ import json
 from typing import Callable
 
 from bookie.cli.cluster_conf import metadata_store
-from bookie.meta import layout
 from bookie.meta.bookie_service_info import BookieServiceInfo
-from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
-from bookie.meta.metadata_store import MetadataStore
+from bookie.meta.cluster_info import all_bookies, cluster_info
 from bookie.replication.auditor_elector import current_auditor
 from bookie.server.conf import ServerConfiguration
 
@@ -37,33 +34,10 @@ def register_shell(commands: argparse._SubParsersAction,
     endpoint.set_defaults(run=run_endpointinfo)
 
 
-def all_bookies(store: MetadataStore) -> list[str]:
-    """Every bookie of the cluster: with a cookie (RegistrationClient.getAllBookies), or registered."""
-    registered = store.bookies(read_only=False) + store.bookies(read_only=True)
-    return sorted(set(store.node_children(layout.COOKIE_NODE)) | set(registered))
-
-
 # -- clusterinfo ---------------------------------------------------------------------------------------
-def cluster_info(store: MetadataStore) -> dict[str, object]:
-    """ClusterInfoCommand.ClusterInfo, its fields in its order, then two beyond it: the cluster's instance id
-    and how many ledgers are marked under-replicated."""
-    manager = LedgerUnderreplicationManager(store)
-    under_replicated = sum(1 for _ in manager.list_underreplicated())
-    auditor = current_auditor(store)
-    writable, read_only = store.bookies(read_only=False), store.bookies(read_only=True)
-    total = len(all_bookies(store))
-    return {"auditorElected": auditor is not None, "auditorId": auditor or "",
-            "clusterUnderReplicated": under_replicated > 0,
-            "ledgerReplicationEnabled": manager.is_ledger_replication_enabled(),
-            "totalBookiesCount": total, "writableBookiesCount": len(writable),
-            "readonlyBookiesCount": len(read_only),
-            "unavailableBookiesCount": total - len(writable) - len(read_only),
-            "instanceId": store.instance_id(), "underReplicatedLedgersCount": under_replicated}
-
-
 def run_clusterinfo(args: argparse.Namespace, conf: ServerConfiguration) -> int:
     with metadata_store(args) as store:
-        info = cluster_info(store)
+        info = cluster_info(store, current_auditor(store), extended=True)
     print("--------- Cluster Info ---------")
     print(json.dumps(info, separators=(",", ":")))  # JsonUtil.toJson's compact form
     return 0

@@ -16,6 +16,7 @@ from bookie.cli.interrupts import INTERRUPTED, stop_on_interrupt
 from bookie.cli.prompts import confirm
 from bookie.client import benchmark
 from bookie.client.bookkeeper import as_ledger_id
+from bookie.client.bookkeeper_admin import SANITY_TEST_ENTRIES, BookKeeperAdmin
 from bookie.exceptions import BKException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
@@ -64,7 +65,8 @@ def register_shell(commands, add_uri_args) -> None:
     simpletest.add_argument("-n", "--numEntries", type=int, default=1000, help="entries written and read back")
     sanity = command("bookiesanity", "write and read entries on one bookie", run_bookiesanity)
     sanity.add_argument("-b", "--bookie", help="bookie id (default: this --conf's bookie)")
-    sanity.add_argument("-e", "--entries", type=int, default=10, help="entries written and read (default 10)")
+    sanity.add_argument("-e", "--entries", type=int, default=SANITY_TEST_ENTRIES,
+                        help=f"entries written and read (default {SANITY_TEST_ENTRIES})")
     sanity.add_argument("-t", "--timeout", type=float, default=1.0,
                         help="seconds for each write and read (default 1, as BookKeeper's)")
     command("bookieinfo", "free and total disk of every bookie", run_bookieinfo)
@@ -116,18 +118,15 @@ def run_ledgermetadata(args, conf) -> int:
 def run_readledger(args, conf) -> int:
     ledger = ledger_of(args)
     with client(args) as bk:
-        md = bk.ledger_metadata(ledger)
-        handle = bk.open_ledger(ledger, password=md.password, recovery=False)  # admin: the stored password
+        handle = BookKeeperAdmin(bk).open_ledger_no_recovery(ledger)
         end = handle.last_add_confirmed
         # As BookKeeperAdmin.readEntries: a range past the ledger's end prints what there is, then says where it ends.
-        last = end if args.lastentryid < 0 else min(args.lastentryid, end)
-        for first in range(args.firstentryid, last + 1, 10_000):
-            for entry in handle.read(first, min(last, first + 9_999)):
-                print(f"--------- Lid={ledger}, Eid={entry.entry_id}, Length={entry.length} ---------")
-                if args.msg:
-                    print(entry.payload.decode("utf-8", "backslashreplace"))
+        for entry in BookKeeperAdmin.read_entries(handle, args.firstentryid, args.lastentryid):
+            print(f"--------- Lid={ledger}, Eid={entry.entry_id}, Length={entry.length} ---------")
+            if args.msg:
+                print(entry.payload.decode("utf-8", "backslashreplace"))
         if args.lastentryid > end or args.firstentryid > end:
-            state = "closed" if md.is_closed else "open, last add confirmed"
+            state = "closed" if handle.metadata.is_closed else "open, last add confirmed"
             print(f"ledger {ledger} ends at entry {end} ({state}): no entries past it", file=sys.stderr)
     return 0
 
@@ -182,15 +181,14 @@ def write_numbered(lh, count: int, stop: threading.Event) -> None:
 
 
 def run_bookiesanity(args, conf) -> int:
-    """SanityTestCommand: a ledger on exactly this bookie (E=WQ=AQ=1, as LocalBookieEnsemblePlacementPolicy
-    places it), entries written, the ledger closed, opened and read back, then deleted. The bookie is never
-    replaced: a bookie that does not take the writes fails the test, naming it."""
+    """SanityTestCommand (BookKeeperAdmin.sanity_test) on this --conf's bookie, or the one named. The bookie is
+    never replaced (maxNumEnsembleChanges=0): a bookie that does not take the writes fails the test, naming it."""
     bookie = args.bookie or conf.bookie_id
     if args.entries < 1:
         raise ConfigurationException(f"--entries {args.entries}: the test writes at least one entry")
     client_conf = {"addEntryTimeout": args.timeout, "readTimeout": args.timeout, "maxNumEnsembleChanges": 0}
     with client(args, client_conf) as bk:
-        error = _sanity(bk, bookie, args.entries)
+        error = BookKeeperAdmin(bk).sanity_test(bookie, args.entries)
     if error:
         print(f"bookie sanity test FAILED on {bookie}: {error}")
         return 1
@@ -198,51 +196,15 @@ def run_bookiesanity(args, conf) -> int:
     return 0
 
 
-def _sanity(bk, bookie: str, entries: int) -> str | None:
-    """Why the sanity test failed on ``bookie`` (None: it passed)."""
-    registered = bk.writable_bookies() + bk.readonly_bookies()
-    if bookie not in registered:
-        return f"bookie {bookie} is not registered (registered: {', '.join(sorted(registered)) or 'none'})"
-    expected = [b"entry-%d" % i for i in range(entries)]  # SanityTestCommand's payloads
-    lh = None
-    try:
-        bk.bookie_client(bookie).bookie_info()  # unreachable, or another bookie at its address: said first
-        lh = bk.create_ledger(1, 1, 1, password=b"", bookies=[bookie])
-        for future in [lh.append_async(payload) for payload in expected]:
-            future.result()
-        lh.close()
-        reader = bk.open_ledger(lh.ledger_id, password=b"")
-        ensembles = [tuple(members) for _, members in bk.ledger_metadata(lh.ledger_id).ensembles]
-        if ensembles != [(bookie,)]:  # maxNumEnsembleChanges=0 rules it out; checked all the same
-            return f"the test ledger {lh.ledger_id} left bookie {bookie}: its ensembles are {ensembles}"
-        if reader.last_add_confirmed != entries - 1:
-            return f"ledger {lh.ledger_id}: last entry {reader.last_add_confirmed}, expected {entries - 1}"
-        read = [e.payload for e in reader.read(0, entries - 1)]
-        reader.close()
-        if read != expected:
-            differ = [i for i, (got, want) in enumerate(zip(read, expected)) if got != want]
-            return f"ledger {lh.ledger_id}: {len(read)} entries read back, entries {differ[:10]} differ from those written"
-        return None
-    except BKException as exc:
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        if lh is not None:
-            try:
-                bk.delete_ledger(lh.ledger_id)
-            except BKException:
-                pass
-
-
 def run_bookieinfo(args, conf) -> int:
     with client(args) as bk:
-        for bookie in sorted(bk.writable_bookies() + bk.readonly_bookies()):
-            try:
-                info = bk.bookie_client(bookie).bookie_info()
+        for bookie, info in BookKeeperAdmin(bk).bookie_info().items():
+            if isinstance(info, BKException):
+                print(f"{bookie}:\tunavailable ({info})")
+            else:
                 print(f"{bookie}:\tFree: {info.freeDiskSpace}({info.freeDiskSpace / 1e9:.1f}GB)\t"
                       f"Total: {info.totalDiskCapacity}({info.totalDiskCapacity / 1e9:.1f}GB)"
                       + ("\tread-only" if info.readOnly else ""))
-            except BKException as exc:
-                print(f"{bookie}:\tunavailable ({exc})")
     return 0
 
 

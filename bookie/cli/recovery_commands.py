@@ -11,13 +11,14 @@ DecommissionCommand, over BookKeeperAdmin).
 """
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from tqdm import tqdm
 
 from bookie.cli.cluster_conf import client
 from bookie.cli.prompts import confirm
 from bookie.client.bookkeeper import as_ledger_id
-from bookie.client.bookkeeper_admin import BookKeeperAdmin, LedgerRecovery
-from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+from bookie.client.bookkeeper_admin import DECOMMISSION_TIMEOUT_SECONDS, BookKeeperAdmin, LedgerRecovery
 from bookie.replication.auditor_elector import current_auditor
 
 
@@ -36,8 +37,9 @@ def register_shell(commands, add_uri_args) -> None:
                                        help="move a stopped bookie's ledgers elsewhere, then delete its cookie")
     add_uri_args(decommission)
     decommission.add_argument("-bookieid", "--bookieid", required=True, help="the bookie to decommission")
-    decommission.add_argument("--timeout", type=float, default=86400.0,
-                              help="seconds to wait for its ledgers to move (default 86400)")
+    decommission.add_argument("--timeout", type=float, default=DECOMMISSION_TIMEOUT_SECONDS,
+                              help="seconds to wait for its ledgers to move "
+                                   f"(default {DECOMMISSION_TIMEOUT_SECONDS:.0f})")
     decommission.set_defaults(run=run_decommission)
 
 
@@ -56,37 +58,37 @@ def run_recover(args, conf) -> int:
                 if args.dryrun and result.fragments:
                     print(f"ledger {result.ledger}: would copy {result.entries} entries of "
                           + "; ".join(f"{f.first}..{f.last} from {','.join(f.bad_bookies)}" for f in result.fragments))
-            report = admin.recover_bookie_data(args.bookies, ledger, args.dryrun, args.skipopenledgers, shown)
+            report = admin.recover_bookie_data(args.bookies, ledger, args.dryrun, args.skipopenledgers, shown,
+                                               delete_cookies=args.deletecookie)
         print(report.summary(args.dryrun))
         if report.failed:
             return 1
-        if args.deletecookie and not args.dryrun:
-            for bookie in args.bookies:
-                bk.store.delete_cookie(bookie)
-                print(f"deleted the cookie of {bookie}")
+        for bookie in report.cookies_deleted:
+            print(f"deleted the cookie of {bookie}")
     return 0
 
 
 def run_decommission(args, conf) -> int:
     bookie = args.bookieid
     with client(args) as bk:
-        admin = BookKeeperAdmin(bk)
-        admin.ensure_down(bookie)
-        manager = LedgerUnderreplicationManager(bk.store)
         auditor = current_auditor(bk.store)
-        if auditor is not None:
-            manager.trigger_audit(conf["lostBookieRecoveryDelay"])
-            print(f"triggered an audit on {auditor}")
-        else:
-            # No auditor: mark the ledgers here, so replication workers (`bk autorecovery`) move them; copying
-            # them here is `recover`'s job, and the marks tell a worker started later what to do.
-            print(f"no auditor is running: marked {admin.mark_underreplicated(bookie)} ledgers under-replicated")
-        with tqdm(desc=f"ledgers on {bookie}", unit=" ledgers", leave=False, disable=None) as bar:
+        with ExitStack() as stack:
+            bars = []
+
+            def started(marked: int | None) -> None:
+                # No auditor: the ledgers are marked, so replication workers (`bk autorecovery`) move them; copying
+                # them here is `recover`'s job, and the marks tell a worker started later what to do.
+                print(f"triggered an audit on {auditor}" if marked is None else
+                      f"no auditor is running: marked {marked} ledgers under-replicated")
+                bars.append(stack.enter_context(tqdm(desc=f"ledgers on {bookie}", unit=" ledgers", leave=False,
+                                                     disable=None)))
+
             def shown(in_metadata, marked) -> None:
+                bar = bars[0]
                 bar.total = max(bar.total or 0, len(in_metadata))
                 bar.n = bar.total - len(in_metadata)
                 bar.set_postfix(marked=len(marked))
-            admin.wait_unreferenced(bookie, args.timeout, shown)
-        bk.store.delete_cookie(bookie)
+            BookKeeperAdmin(bk).decommission_bookie(bookie, auditor, conf["lostBookieRecoveryDelay"], args.timeout,
+                                                    started, shown)
         print(f"bookie {bookie} decommissioned: no ledger references it; its cookie is deleted")
     return 0

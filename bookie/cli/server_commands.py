@@ -7,8 +7,10 @@ import socket
 import threading
 
 from bookie.cli.cluster_conf import metadata_store
+from bookie.meta.bookie_service_info import bookie_address
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.server.conf import ServerConfiguration, read_properties
+from bookie.stats.stats_logger import NULL_STATS_LOGGER
 
 
 def register_top(commands, add_conf_args) -> None:
@@ -60,29 +62,51 @@ def run_bookie(args, conf) -> int:
     if args.metadata_service_uri:
         conf.set("metadataServiceUri", args.metadata_service_uri)
     autorecovery = []
+    http = []
+
+    def components(server) -> list:
+        # The HTTP admin server starts before the bookie (it answers /heartbeat and is_ready during journal replay)
+        # and stops after it; started here, not by the server: the server layer does not import bookie.http.
+        if conf["httpServerEnabled"]:
+            http.append(http_admin_server(conf, bookie_server=server, stats_provider=server.stats_provider))
+        return http
 
     def ready(server) -> None:
         if conf["autoRecoveryDaemonEnabled"]:
             # Started here, not by the server: the server layer does not import replication.
             from bookie.replication.autorecovery_main import AutoRecoveryMain
-            autorecovery.append(AutoRecoveryMain(conf, server.bookie_id).start())
+            root = server.stats_provider.get_stats_logger() if server.stats_provider is not None else NULL_STATS_LOGGER
+            autorecovery.append(AutoRecoveryMain(conf, server.bookie_id, stats_logger=root).start())
         print(f"bookie {server.bookie_id} is up: {server.describe()}"
-              + (", with AutoRecovery" if autorecovery else ""), flush=True)
+              + (", with AutoRecovery" if autorecovery else "")
+              + "".join(f"; HTTP admin on http://{admin.address}" for admin in http), flush=True)
 
     try:
-        asyncio.run(serve(conf, ready=ready))
+        asyncio.run(serve(conf, ready=ready, components=components))
     finally:
         for main in autorecovery:
             main.shutdown()
     return 0
 
 
+def http_admin_server(conf: ServerConfiguration, bookie_server=None, autorecovery=None, stats_provider=None):
+    """BookKeeper's HTTP admin server for this process (HttpService): the routes of BKHttpServiceProvider on
+    httpServerHost:httpServerPort; started by the caller, on its event loop."""
+    from bookie.http.bk_http_service_provider import BKHttpServiceProvider
+    from bookie.http.http_router import HttpRouter
+    from bookie.http.http_server import HttpServer
+    provider = BKHttpServiceProvider(conf, bookie_server=bookie_server, autorecovery=autorecovery,
+                                     stats_provider=stats_provider)
+    return HttpServer(HttpRouter(provider), conf["httpServerHost"], conf["httpServerPort"])
+
+
 # ``bk local`` gives each bookie its own ports, directories and id and points them at its ZooKeeper, and
-# keeps every bookie on loopback (listeningInterface=lo, allowLoopback=true: LocalBookKeeper's settings).
+# keeps every bookie on loopback (listeningInterface=lo, allowLoopback=true: LocalBookKeeper's settings; the HTTP
+# admin server on 127.0.0.1, httpServerPort the first bookie's port, the next ones' following it).
 LOCAL_PER_BOOKIE_KEYS = ("bookiePort", "grpcPort", "journalDirectories", "journalDirectory", "ledgerDirectories",
                          "indexDirectories", "metadataServiceUri", "zkServers", "zkLedgersRootPath", "bookieId",
                          "listeningInterface", "advertisedAddress", "useHostNameAsBookieID", "useShortHostName",
-                         "allowLoopback")
+                         "allowLoopback", "httpServerHost")
 
 
 def local_bookie_settings(path: str) -> tuple[dict[str, str], list[str]]:
@@ -115,8 +139,9 @@ def run_local(args, conf) -> int:
     try:
         print(f"metadataServiceUri: {cluster.metadata_service_uri}")
         for b in cluster.bookies:
-            print(f"bookie {b.bookie_id}  (gRPC {b.grpc_address}; journal {b.journal_dir}, ledgers {b.ledger_dir}, "
-                  f"log {b.log_path})")
+            http = f"; HTTP admin http://{b.http_address}" if b.http_address else ""
+            print(f"bookie {b.bookie_id}  (gRPC {b.grpc_address}{http}; journal {b.journal_dir}, ledgers "
+                  f"{b.ledger_dir}, log {b.log_path})")
         print("press Ctrl-C to stop", flush=True)
         stop.wait()
     finally:
@@ -157,8 +182,7 @@ def run_listbookies(args, conf) -> int:
 def describe_bookie(store: ZKMetadataStore, bookie_id: str, hostnames: bool) -> str:
     """``BookieID:…, IP:…, Port:…[, Hostname:…]`` (CommandHelpers.getBookieSocketAddrStringRepresentation); the
     address is the registration's ``bookie-rpc`` endpoint, UNKNOWN where it does not resolve."""
-    info = store.bookie_service_info(bookie_id)
-    host, _, port = (info.native_address(bookie_id) if info else bookie_id).rpartition(":")
+    host, _, port = bookie_address(store.bookie_service_info(bookie_id), bookie_id).rpartition(":")
     try:
         ip = socket.gethostbyname(host)
     except OSError:

@@ -28,6 +28,7 @@ from bookie.ledger_id import LedgerId
 from bookie.meta.metadata_store import MetadataStore
 from bookie.proto import entry_format
 from bookie.server import journal_scanner
+from bookie.server.disk_files import ENTRY_LOG, INDEX, JOURNAL, disk_files
 from bookie.server.entry_log_format import log_path, scan_entry_log
 from bookie.server.index_rebuild import RebuildResult, rebuild_index
 from bookie.server.last_log_mark import read_last_mark
@@ -152,32 +153,15 @@ def run_readlog(args, conf) -> int:
 def run_listfilesondisc(args, conf) -> int:
     """ListFilesOnDiscCommand: each kind asked for (none: all), its files oldest first, canonical paths."""
     every = not (args.journal or args.entrylog or args.index)
-    listings = [(args.journal, "Journal Files", conf.journal_dirs, ".txn"),
-                (args.entrylog, "EntryLog/Ledger Files", conf.ledger_dirs, ".log"),
-                (args.index, "Index Files", conf.index_dirs, ".idx")]
-    for asked, title, dirs, extension in listings:
+    listings = [(args.journal, "Journal Files", JOURNAL), (args.entrylog, "EntryLog/Ledger Files", ENTRY_LOG),
+                (args.index, "Index Files", INDEX)]
+    for asked, title, kind in listings:
         if asked or every:
             print(f"--------- Printing the list of {title} ---------")
-            for path in files_by_age(dirs, extension):
+            for path in disk_files(conf, kind):
                 print(path)
             print()
     return 0
-
-
-def files_by_age(dirs: list[str], extension: str) -> list[str]:
-    """BookieShell.listFilesAndSort: the files named ``*<extension>`` anywhere under the directories, oldest
-    (last modified) first, as canonical paths."""
-    found: list[tuple[int, str]] = []
-    for directory in dict.fromkeys(dirs):
-        for root, _, names in os.walk(directory):
-            for name in names:
-                if name.endswith(extension):
-                    path = os.path.realpath(os.path.join(root, name))
-                    try:
-                        found.append((os.stat(path).st_mtime_ns, path))
-                    except FileNotFoundError:
-                        pass  # a running bookie removed it meanwhile
-    return [path for _, path in sorted(found)]
 
 
 # -- localconsistencycheck -----------------------------------------------------------------------------

@@ -13,6 +13,9 @@ sends explicit LACs for idle writers.
 One ledger's ensemble may mix both kinds of bookie, and an ensemble change replaces a bookie of either
 kind with one of either kind. Ledgers of a non-zero scope (128-bit ids) exist only on the gRPC path, so
 their ensembles and replacements are gRPC bookies (``writable_bookies(grpc_only=True)``).
+
+Metrics (BookKeeperClientStats, bookie/client/bookkeeper_client_stats.py): ``stats_logger`` is the root; the
+client records under ``bookkeeper_client`` (``client_stats``, which its handles record in too).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 
 from bookie.client import ledger_recovery
 from bookie.client.bookie_client import BookieClient
+from bookie.client.bookkeeper_client_stats import CLIENT_SCOPE, BookKeeperClientStats, timed
 from bookie.client.conf import AUTO, NATIVE, POOLED_DIRECT, ClientConfiguration
 from bookie.client.ensemble_placement import BookieQuarantine, new_ensemble
 from bookie.client.ledger_handle import LedgerHandle
@@ -40,6 +44,7 @@ from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.metadata_store import Versioned
 from bookie.meta.zk_metadata_store import ZKMetadataStore
 from bookie.proto.checksum import DigestType
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 from bookie.util.allocator import keep_large_buffers
 from bookie.util.periodic_thread import PeriodicThread
 
@@ -76,8 +81,10 @@ def as_ledger_id(ledger, scope_id: int = 0) -> LedgerId:
 
 
 class BookKeeper:
-    def __init__(self, metadata_service_uri: str, conf: ClientConfiguration | dict | None = None, **overrides):
+    def __init__(self, metadata_service_uri: str, conf: ClientConfiguration | dict | None = None,
+                 stats_logger: StatsLogger = NULL_STATS_LOGGER, **overrides):
         self.conf = conf if isinstance(conf, ClientConfiguration) else ClientConfiguration.of(conf, **overrides)
+        self.client_stats = BookKeeperClientStats(stats_logger.scope(CLIENT_SCOPE))
         if self.conf.allocatorPoolingPolicy == POOLED_DIRECT:
             keep_large_buffers()  # range reads move multi-megabyte messages: reuse their memory
         self.store = ZKMetadataStore(metadata_service_uri, self.conf.zkTimeout, self.conf.zkConnectTimeout)
@@ -231,16 +238,18 @@ class BookKeeper:
                       custom_metadata: dict[str, bytes] | None = None, ledger_id: int | None = None,
                       scope_id: int = 0, bookies: list[str] | None = None) -> LedgerHandle:
         """A new ledger on ``ensemble_size`` writable bookies (random, or ``bookies``), open for appends."""
-        return self._create(LedgerHandle, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata,
-                            ledger_id, scope_id, bookies)
+        return timed(self.client_stats.create_op, lambda: self._create(
+            LedgerHandle, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata, ledger_id,
+            scope_id, bookies))
 
     def create_ledger_adv(self, ensemble_size: int = 3, write_quorum: int = 2, ack_quorum: int = 2,
                           digest: str | DigestType = "crc32c", password: bytes = b"",
                           custom_metadata: dict[str, bytes] | None = None, ledger_id: int | None = None,
                           scope_id: int = 0, bookies: list[str] | None = None) -> LedgerHandleAdv:
         """A new ledger whose writer chooses entry ids (``add_entry(entry_id, payload)``)."""
-        return self._create(LedgerHandleAdv, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata,
-                            ledger_id, scope_id, bookies)
+        return timed(self.client_stats.create_op, lambda: self._create(
+            LedgerHandleAdv, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata, ledger_id,
+            scope_id, bookies))
 
     def _create(self, cls, ensemble_size, write_quorum, ack_quorum, digest, password, custom_metadata, ledger_id,
                 scope_id, bookies):
@@ -284,6 +293,10 @@ class BookKeeper:
         writer is not disturbed. ``versioned``: the metadata the caller has just read (a walk of many
         ledgers reads them pipelined, MetadataStore.read_ledgers), so it is not read again."""
         lid = as_ledger_id(ledger, scope_id)
+        return timed(self.client_stats.open_op, lambda: self._open(lid, password, recovery, digest, versioned))
+
+    def _open(self, lid: LedgerId, password: bytes, recovery: bool, digest: str | DigestType | None,
+              versioned: Versioned[LedgerMetadata] | None) -> ReadOnlyLedgerHandle:
         if versioned is None:
             versioned = self.store.read_ledger(lid)
         md = versioned.value
@@ -292,12 +305,14 @@ class BookKeeper:
         if digest is not None and DigestType.parse(digest) != md.digest_type and not self.conf.enableDigestTypeAutodetection:
             raise BKDigestMatchException(f"ledger {lid} uses digest {md.digest_type.name.lower()}, not {digest}")
         if recovery and not md.is_closed:
-            versioned = ledger_recovery.recover(self, lid, versioned, password)
+            versioned = timed(self.client_stats.recover_op,
+                              lambda: ledger_recovery.recover(self, lid, versioned, password))
         return ReadOnlyLedgerHandle(self, lid, versioned, password)
 
     def delete_ledger(self, ledger, scope_id: int = 0) -> None:
         """Delete the ledger's metadata; the bookies reclaim its space by GC."""
-        self.store.delete_ledger(as_ledger_id(ledger, scope_id))
+        lid = as_ledger_id(ledger, scope_id)
+        timed(self.client_stats.delete_op, lambda: self.store.delete_ledger(lid))
 
     def list_ledgers(self, scope_id: int | None = 0) -> list[LedgerId]:
         return list(self.store.iterate_ledgers(scope_id))

@@ -11,8 +11,12 @@ made as over-replicated; a ledger a worker fixed meanwhile has nothing left to c
 LedgerChecker, which only copies what it finds missing, the operator names the bookies: their whole
 share is copied whether they answer or not.
 
-``decommission``: the bookie must be down; its ledgers are marked under-replicated (by the auditor, or
-here), and the caller waits until neither ledger metadata nor an urL node names it.
+``decommission_bookie``: the bookie must be down; its ledgers are marked under-replicated (by the auditor,
+or here), it waits until neither ledger metadata nor an urL node names it, then deletes its cookie.
+
+``open_ledger_no_recovery`` and ``read_entries`` read any ledger as an admin (with the password its metadata
+holds), never fencing it; ``bookie_info`` asks every registered bookie for its disk space; ``sanity_test``
+writes and reads back a ledger on one bookie only.
 """
 from __future__ import annotations
 
@@ -25,11 +29,14 @@ from typing import Callable, Iterable, Iterator
 
 from bookie.client.distribution_schedule import stores
 from bookie.client.ledger_checker import LedgerFragment, fragments_of
+from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_fragment_replicator import LedgerFragmentReplicator
+from bookie.client.read_only_ledger_handle import ReadOnlyLedgerHandle
 from bookie.exceptions import BKException, BKIllegalOpException, BKNoSuchLedgerExistsException, BKTimeoutException
 from bookie.ledger_id import LedgerId
 from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
+from bookie.proto import bookkeeper_pb2 as pb
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0  # between looks at the metadata while a decommission waits (an operator's wait)
@@ -37,6 +44,9 @@ POLL_SECONDS = 1.0  # between looks at the metadata while a decommission waits (
 # through openLedgerRereplicationGracePeriod and through its backoff after a failure, which reaches
 # lockReleaseOfFailedLedgerGracePeriod (300 s by default).
 LOCK_WAIT_SECONDS = 300.0
+DECOMMISSION_TIMEOUT_SECONDS = 86400.0  # how long a decommission waits for the bookie's ledgers to move
+READ_CHUNK = 10_000  # entries per read request while an admin reads a range of a ledger
+SANITY_TEST_ENTRIES = 10  # SanityTestCommand's default
 
 
 @dataclass
@@ -53,6 +63,7 @@ class LedgerRecovery:
 @dataclass
 class RecoveryReport:
     ledgers: list[LedgerRecovery] = field(default_factory=list)
+    cookies_deleted: list[str] = field(default_factory=list)  # the recovered bookies' cookies deleted afterwards
 
     @property
     def failed(self) -> list[LedgerRecovery]:
@@ -92,11 +103,89 @@ class BookKeeperAdmin:
             if any(wanted & set(ensemble) for _, ensemble in md.ensembles):
                 yield ledger, md
 
+    # -- read ----------------------------------------------------------------------------------------------
+    def open_ledger_no_recovery(self, ledger: LedgerId) -> ReadOnlyLedgerHandle:
+        """BookKeeperAdmin.openLedgerNoRecovery: ``ledger`` open for reading with the password its metadata
+        holds (an admin reads any ledger), never fenced (a writer keeps writing)."""
+        versioned = self.store.read_ledger(ledger)  # opened on what is read here, not read again
+        return self.bk.open_ledger(ledger, versioned.value.password, recovery=False, scope_id=ledger.scope_id,
+                                   versioned=versioned)
+
+    @staticmethod
+    def entry_range(handle: ReadOnlyLedgerHandle, first: int, last: int) -> range:
+        """The entry ids ``read_entries`` reads: ``first..last`` (``last`` < 0: to the ledger's end, the LAC of
+        an open ledger), cut at that end."""
+        end = handle.last_add_confirmed
+        return range(first, (end if last < 0 else min(last, end)) + 1)
+
+    @staticmethod
+    def read_entries(handle: ReadOnlyLedgerHandle, first: int, last: int) -> Iterator[LedgerEntry]:
+        """BookKeeperAdmin.readEntries: the entries of ``entry_range``, READ_CHUNK per request."""
+        ids = BookKeeperAdmin.entry_range(handle, first, last)
+        for start in ids[::READ_CHUNK]:
+            yield from handle.read(start, min(ids[-1], start + READ_CHUNK - 1))
+
+    # -- bookies ----------------------------------------------------------------------------------------
+    def bookie_info(self) -> dict[str, pb.GetBookieInfoResponse | BKException]:
+        """BookKeeper.getBookieInfo: each registered bookie, writable or read-only (sorted by id), with its
+        GetBookieInfoResponse (freeDiskSpace, totalDiskCapacity), or the BKException it failed with."""
+        found: dict[str, pb.GetBookieInfoResponse | BKException] = {}
+        for bookie in sorted(self.bk.writable_bookies() + self.bk.readonly_bookies()):
+            try:
+                found[bookie] = self.bk.bookie_client(bookie).bookie_info()
+            except BKException as exc:
+                found[bookie] = exc
+        return found
+
+    def sanity_test(self, bookie: str, entries: int = SANITY_TEST_ENTRIES) -> str | None:
+        """SanityTestCommand: a ledger on exactly ``bookie`` (E=WQ=AQ=1, as LocalBookieEnsemblePlacementPolicy
+        places it), ``entries`` entries written, the ledger closed, opened and read back, then deleted. Why the
+        test failed, naming what went wrong (None: it passed). The client should make no ensemble change
+        (maxNumEnsembleChanges=0), so that a bookie that does not take the writes fails the test instead of being
+        replaced."""
+        bk = self.bk
+        registered = bk.writable_bookies() + bk.readonly_bookies()
+        if bookie not in registered:
+            return f"bookie {bookie} is not registered (registered: {', '.join(sorted(registered)) or 'none'})"
+        expected = [b"entry-%d" % i for i in range(entries)]  # SanityTestCommand's payloads
+        lh = reader = None
+        try:
+            bk.bookie_client(bookie).bookie_info()  # unreachable, or another bookie at its address: said first
+            lh = bk.create_ledger(1, 1, 1, password=b"", bookies=[bookie])
+            for future in [lh.append_async(payload) for payload in expected]:
+                future.result()
+            lh.close()
+            reader = bk.open_ledger(lh.ledger_id, password=b"")
+            ensembles = [tuple(members) for _, members in bk.ledger_metadata(lh.ledger_id).ensembles]
+            if ensembles != [(bookie,)]:  # maxNumEnsembleChanges=0 rules it out; checked all the same
+                return f"the test ledger {lh.ledger_id} left bookie {bookie}: its ensembles are {ensembles}"
+            if reader.last_add_confirmed != entries - 1:
+                return f"ledger {lh.ledger_id}: last entry {reader.last_add_confirmed}, expected {entries - 1}"
+            read = [e.payload for e in reader.read(0, entries - 1)]
+            if read != expected:
+                differ = [i for i, (got, want) in enumerate(zip(read, expected)) if got != want]
+                return (f"ledger {lh.ledger_id}: {len(read)} entries read back, entries {differ[:10]} differ from "
+                        "those written")
+            return None
+        except BKException as exc:
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            if reader is not None:
+                reader.close()
+            if lh is not None:
+                try:
+                    bk.delete_ledger(lh.ledger_id)
+                except BKException:
+                    pass
+
     # -- recover ---------------------------------------------------------------------------------------
     def recover_bookie_data(self, bookies: Iterable[str], ledger: LedgerId | None = None, dry_run: bool = False,
                             skip_open: bool = False,
-                            on_ledger: Callable[[LedgerRecovery], None] | None = None) -> RecoveryReport:
-        """Copy the shares of ``bookies`` of every ledger on them (or of ``ledger`` only) to replacements."""
+                            on_ledger: Callable[[LedgerRecovery], None] | None = None,
+                            delete_cookies: bool = False) -> RecoveryReport:
+        """Copy the shares of ``bookies`` of every ledger on them (or of ``ledger`` only) to replacements; with
+        ``delete_cookies``, delete their cookies afterwards if every ledger was recovered (not in a dry run)."""
+        bookies = list(bookies)
         lost = set(bookies)
         report = RecoveryReport()
         if ledger is not None:
@@ -109,6 +198,10 @@ class BookKeeperAdmin:
             report.ledgers.append(result)
             if on_ledger is not None:
                 on_ledger(result)
+        if delete_cookies and not dry_run and not report.failed:
+            for bookie in bookies:
+                self.store.delete_cookie(bookie)
+                report.cookies_deleted.append(bookie)
         return report
 
     def recover_ledger(self, ledger: LedgerId, lost: set[str], dry_run: bool, skip_open: bool) -> LedgerRecovery:
@@ -134,9 +227,7 @@ class BookKeeperAdmin:
     def _recover(self, result: LedgerRecovery, lost: set[str], dry_run: bool, skip_open: bool) -> LedgerRecovery:
         ledger = result.ledger
         try:
-            versioned = self.store.read_ledger(ledger)  # as it is now: a worker may have fixed it meanwhile
-            handle = self.bk.open_ledger(ledger, versioned.value.password, recovery=False, scope_id=ledger.scope_id,
-                                         versioned=versioned)  # opened on what we just read, not read again
+            handle = self.open_ledger_no_recovery(ledger)  # as it is now: a worker may have fixed it meanwhile
             md = handle.metadata
             if not md.is_closed and lost & set(md.ensembles[-1][1]):
                 if skip_open:
@@ -180,6 +271,27 @@ class BookKeeperAdmin:
         for read_only, kind in ((False, "writable"), (True, "read-only")):
             if bookie in self.store.bookies(read_only=read_only):
                 raise BKIllegalOpException(f"bookie {bookie} is registered as {kind}: stop it before decommissioning it")
+
+    def decommission_bookie(self, bookie: str, auditor: str | None, default_delay_s: int,
+                            timeout: float = DECOMMISSION_TIMEOUT_SECONDS,
+                            on_started: Callable[[int | None], None] | None = None,
+                            on_poll: Callable[[list[LedgerId], list[LedgerId]], None] | None = None) -> None:
+        """BookKeeperAdmin.decommissionBookie: refused while ``bookie`` is registered; its ledgers are handed to
+        AutoRecovery, by an audit triggered on ``auditor`` (the elected one; ``default_delay_s``: the
+        lostBookieRecoveryDelay rewritten if none is stored) or, with none elected, marked under-replicated here
+        so that replication workers move them; ``on_started`` is told how many were marked (None: the audit was
+        triggered). Then it waits until nothing references the bookie (``wait_unreferenced``) and deletes its
+        cookie."""
+        self.ensure_down(bookie)
+        if auditor is not None:
+            self._replication_manager().trigger_audit(default_delay_s)
+            marked = None
+        else:
+            marked = self.mark_underreplicated(bookie)
+        if on_started is not None:
+            on_started(marked)
+        self.wait_unreferenced(bookie, timeout, on_poll)
+        self.store.delete_cookie(bookie)
 
     def mark_underreplicated(self, bookie: str) -> int:
         """Mark the ledgers on ``bookie`` (every scope) under-replicated as the auditor would; how many."""

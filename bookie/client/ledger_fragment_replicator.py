@@ -12,11 +12,15 @@ read per entry. Here one range read streams a window of entries (every entry of 
 fragment, stride E) in messages of ``readBatchBytes``, and each message goes on to the replacement
 as one add message, so a batch is bounded by bytes; the window is ``maxBatchEntries`` entries (or the
 configured batch size if larger), and the adds of a window are in flight together.
+
+Metrics (LedgerFragmentReplicator's, under the worker's ``replication_worker`` scope): per range-read message
+and per add, one event of its entries (NUM_ENTRIES_READ/WRITTEN, NUM_BYTES_READ/WRITTEN, READ/WRITE_DATA_LATENCY).
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -31,8 +35,17 @@ from bookie.meta.metadata_store import Versioned
 from bookie.meta.metadata_update_loop import doubt_window, update_ledger_metadata
 from bookie.proto import entry_format, status
 from bookie.proto.checksum import DigestManager, generate_master_key
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 
 log = logging.getLogger(__name__)
+
+# ReplicationStats' names of the copies (BookKeeper's LedgerFragmentReplicator records them).
+NUM_ENTRIES_READ = "NUM_ENTRIES_READ"
+NUM_BYTES_READ = "NUM_BYTES_READ"
+NUM_ENTRIES_WRITTEN = "NUM_ENTRIES_WRITTEN"
+NUM_BYTES_WRITTEN = "NUM_BYTES_WRITTEN"
+READ_DATA_LATENCY = "READ_DATA_LATENCY"
+WRITE_DATA_LATENCY = "WRITE_DATA_LATENCY"
 
 
 def residue_range(first: int, last: int, ensemble_size: int, residue: int) -> range:
@@ -61,10 +74,48 @@ class Progress:
             self.bytes += size
 
 
+class LedgerFragmentReplicatorStats:
+    """The copies' metrics: entries counted, their mean size and their latency per read message and per add."""
+
+    def __init__(self, stats_logger: StatsLogger):
+        self.entries_read = stats_logger.get_counter(NUM_ENTRIES_READ)
+        self.bytes_read = stats_logger.get_op_stats_logger(NUM_BYTES_READ)
+        self.entries_written = stats_logger.get_counter(NUM_ENTRIES_WRITTEN)
+        self.bytes_written = stats_logger.get_op_stats_logger(NUM_BYTES_WRITTEN)
+        self.read_latency = stats_logger.get_op_stats_logger(READ_DATA_LATENCY)
+        self.write_latency = stats_logger.get_op_stats_logger(WRITE_DATA_LATENCY)
+
+    def read(self, latency: float, entries: int, framed_bytes: int) -> None:
+        if entries:
+            self.entries_read.inc(entries)
+            self.bytes_read.register_successful_value((framed_bytes - entry_format.FRAME_LEN * entries) / entries,
+                                                      entries)
+            self.read_latency.register_successful_event(latency, entries)
+
+    def written(self, sent: float, framed_bytes: int, future) -> None:
+        """An add's done callback: its entries written (EOK) or a failed write."""
+        latency = time.monotonic() - sent
+        try:
+            response = future.result()
+        except Exception:  # noqa: BLE001 - counted; the copy's own wait reports it
+            self.write_latency.register_failed_event(latency)
+            return
+        entries = response.entryCount
+        if response.status != status.EOK or not entries:
+            self.write_latency.register_failed_event(latency)
+            return
+        self.entries_written.inc(entries)
+        self.bytes_written.register_successful_value((framed_bytes - entry_format.FRAME_LEN * entries) / entries,
+                                                     entries)
+        self.write_latency.register_successful_event(latency, entries)
+
+
 class LedgerFragmentReplicator:
     def __init__(self, bk, entry_batch_size: int = 10,
-                 on_progress: Callable[[Progress], None] | None = None):
+                 on_progress: Callable[[Progress], None] | None = None, stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        """``stats_logger``: the worker's scope (``replication_worker``)."""
         self.bk = bk
+        self.stats = LedgerFragmentReplicatorStats(stats_logger)
         # Entries per range-read window: a range read costs one request whatever its size (see above).
         self.window = max(entry_batch_size, bk.conf.maxBatchEntries)
         self.on_progress = on_progress
@@ -142,19 +193,27 @@ class LedgerFragmentReplicator:
         lost = set(fragment.bad_bookies)
         adds = []
         errors = []
+        stats = self.stats
         for source in (r for r in replicas if r not in lost):
             if not wanted:
                 break
             try:
+                asked = time.monotonic()
                 for message in self.bk.bookie_client(source).read_entries(
                         ledger, min(wanted), max(wanted), self.bk.conf.readBatchBytes, stride, offset,
                         timeout=self.bk.conf.readTimeout * 12):
                     if message.status != status.EOK:
                         errors.append(f"{source}: {status.name_of(message.status)} {message.message}")
                         break
+                    before = len(wanted)
                     blob = self._good_frames(message.entries, digest, wanted, source)
+                    stats.read(time.monotonic() - asked, before - len(wanted), len(blob))
                     if blob:
-                        adds.append((self.bk.bookie_client(target).add(ledger, master_key, blob, recovery=True), blob))
+                        sent = time.monotonic()
+                        future = self.bk.bookie_client(target).add(ledger, master_key, blob, recovery=True)
+                        future.add_done_callback(lambda f, t=sent, n=len(blob): stats.written(t, n, f))
+                        adds.append((future, blob))
+                    asked = time.monotonic()  # the next message's wait starts now
             except BKException as exc:
                 errors.append(f"{source}: {exc}")
         self._wait_adds(ledger, target, adds, progress)

@@ -26,6 +26,9 @@ window; and with ``addEntryQuorumTimeoutSec`` an add not acknowledged in time fa
 
 The client's timer drives the time-based parts: ``check_add_timeouts`` (monitorPendingAddOps) and
 ``flush_explicit_lac_if_due`` (ExplicitLacFlushPolicy).
+
+Metrics (the client's ``bookkeeper_client_ADD_ENTRY``): a pending op acknowledged or failed is one event of its
+entries, from their append to their acknowledgement; a read one ``READ_ENTRY`` event (PendingReadOp).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from concurrent.futures import Future
 
 from bookie.client.add_batch import AddMessageLimits, frame_and_stripe
 from bookie.client.bookie_outbox import BookieOutboxes, InflightBatch
+from bookie.client.bookkeeper_client_stats import timed
 from bookie.client.distribution_schedule import write_set
 from bookie.client.ensemble_change import EnsembleChange, abandon_check, within_doubt_window
 from bookie.client.explicit_lac_flush_policy import ExplicitLacFlushPolicy
@@ -98,6 +102,7 @@ class LedgerHandle(Handle):
         self._closing: Future | None = None  # set when close starts: from then on appends fail
         self._closed = False
         self._lac_flush = ExplicitLacFlushPolicy(self.conf.explicitLacInterval, last_add_confirmed)
+        self._stats = bk.client_stats
         bk.register_writer(self)
 
     @property
@@ -319,12 +324,14 @@ class LedgerHandle(Handle):
         if self._ensemble_change.running:
             return done
         lac = self.last_add_confirmed
+        now, added = time.monotonic(), self._stats.add_op
         while self._pending and self._pending[0].is_complete(self.ack_quorum) \
                 and self._pending[0].entry_id == self.last_add_confirmed + 1:
             op = self._pending.popleft()
             self.last_add_confirmed = op.last_id
             self.confirmed_length = op.length
             self._pending_entries -= op.count
+            added.register_successful_event(now - op.started, op.count)
             if op.has_futures:
                 done.append(op)
         if self.last_add_confirmed != lac:
@@ -342,8 +349,12 @@ class LedgerHandle(Handle):
     def _fail(self, error: BKException) -> list[tuple[Future, Exception]]:
         """Stop the handle: every pending add fails with ``error`` (caller holds the lock)."""
         self._error = error
+        now, added = time.monotonic(), self._stats.add_op
+        for op in self._pending:
+            added.register_failed_event(now - op.started, op.count)
         failed = [(future, error) for op in self._pending for future in op.all_futures()]
         if self._open is not None:
+            added.register_failed_event(now - self._open.started, len(self._open.payloads))
             failed += [(future, error) for future in self._open.futures]
             self._open = None
         self._pending.clear()
@@ -425,11 +436,15 @@ class LedgerHandle(Handle):
         """Tell the bookies of the current ensemble the LAC (WriteLac), so tailing readers see the last entry."""
         lac = self.last_add_confirmed if lac is None else lac
         body = self.digest.build_lac(lac)
+        started, failed = time.monotonic(), False
         for bookie in ensemble or list(self.ensemble):
             try:
                 self.bk.bookie_client(bookie).write_lac(self.ledger, self.master_key, lac, body)
             except BKException as exc:
+                failed = True
                 log.warning("explicit LAC of ledger %s to bookie %s failed: %s", self.ledger, bookie, exc)
+        (self._stats.write_lac_op.register_failed_event if failed else
+         self._stats.write_lac_op.register_successful_event)(time.monotonic() - started)
 
     # -- reads --------------------------------------------------------------------------------------
     def read(self, first: int, last: int) -> list[LedgerEntry]:
@@ -437,7 +452,7 @@ class LedgerHandle(Handle):
         if first < 0 or last < first or last > self.last_add_confirmed:
             raise BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
                                       f"0..{self.last_add_confirmed}")
-        return self.reader.read_range(self.metadata, first, last)
+        return timed(self._stats.read_op, lambda: self.reader.read_range(self.metadata, first, last))
 
     def read_last_add_confirmed(self) -> int:
         return self.last_add_confirmed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import time
 
+from bookie.client.bookkeeper_client_stats import timed
 from bookie.client.handle import Handle
 from bookie.client.ledger_entry import LedgerEntry
 from bookie.client.ledger_reader import LedgerReader
@@ -27,6 +28,7 @@ class ReadOnlyLedgerHandle(Handle):
         self._versioned = versioned
         self.digest = DigestManager(ledger, password, versioned.value.digest_type)
         self.reader = LedgerReader(bk, ledger, self.digest)
+        self._stats = bk.client_stats
         md = versioned.value
         # An open ledger's LAC is asked of its bookies on the metadata just read (not read again).
         self.last_add_confirmed = md.last_entry_id if md.is_closed else self.reader.read_last_confirmed(md).lac
@@ -46,7 +48,8 @@ class ReadOnlyLedgerHandle(Handle):
         if md.is_closed:
             self.last_add_confirmed = md.last_entry_id
         else:
-            self.last_add_confirmed = max(self.last_add_confirmed, self.reader.read_last_confirmed(md).lac)
+            lac = timed(self._stats.read_lac_op, lambda: self.reader.read_last_confirmed(md).lac)
+            self.last_add_confirmed = max(self.last_add_confirmed, lac)
         return self.last_add_confirmed
 
     def read(self, first: int, last: int) -> list[LedgerEntry]:
@@ -56,10 +59,13 @@ class ReadOnlyLedgerHandle(Handle):
         if first < 0 or last < first or last > self.last_add_confirmed:
             raise BKReadException(f"ledger {self.ledger}: cannot read {first}..{last}; readable entries are "
                                       f"0..{self.last_add_confirmed}")
-        return self.reader.read_range(self.metadata, first, last)
+        return timed(self._stats.read_op, lambda: self.reader.read_range(self.metadata, first, last))
 
     def read_last_add_confirmed_and_entry(self, entry_id: int, timeout: float) -> tuple[int, LedgerEntry | None]:
         """Wait up to ``timeout`` s for ``entry_id`` to be confirmed; returns (LAC, the entry or None)."""
+        return timed(self._stats.read_lac_and_entry_op, lambda: self._read_lac_and_entry(entry_id, timeout))
+
+    def _read_lac_and_entry(self, entry_id: int, timeout: float) -> tuple[int, LedgerEntry | None]:
         if entry_id <= self.last_add_confirmed:
             return self.last_add_confirmed, self.read(entry_id, entry_id)[0]
         md = self._refresh()

@@ -3,9 +3,10 @@
 A registration znode (``<root>/available[/readonly]/<bookieId>``) holds a ``BookieServiceInfoFormat``:
 endpoints (id, host, port, protocol) and properties. BookKeeper's bookies register their native
 protocol as protocol ``bookie-rpc``; this project's bookies also register ``grpc``, at the same
-advertised host. A client picks the transport a bookie offers from here, and connects to the endpoint
-registered for it (DefaultBookieAddressResolver), naming the bookie id it expects there
-(``BOOKIE_ID_KEY``): a registration that points at another bookie's endpoint fails that bookie.
+advertised host, and ``http`` when they serve the HTTP admin API (httpServerEnabled). A client picks
+the transport a bookie offers from here, and connects to the endpoint registered for it
+(DefaultBookieAddressResolver), naming the bookie id it expects there (``BOOKIE_ID_KEY``): a
+registration that points at another bookie's endpoint fails that bookie.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from bookie.proto.data_formats_pb2 import BookieServiceInfoFormat
 
 BOOKIE_RPC = "bookie-rpc"  # BookKeeper's native protocol (endpoint id "bookie"), as 4.17 bookies register it
 GRPC = "grpc"
+HTTP = "http"  # the HTTP admin server (endpoint id "httpserver"), as BookKeeper's HttpService.publishInfo lists it
 # The bookie a request is meant for: gRPC metadata on every call, and a ``requestContext`` pair (BookKeeper's
 # v3 field for MDC pairs, which Java bookies ignore or log) when a native connection opens.
 BOOKIE_ID_KEY = "bk-bookie-id"
@@ -68,3 +70,10 @@ class BookieServiceInfo:
         return cls(tuple(Endpoint(e.id, e.host, e.port, e.protocol, tuple(e.auth), tuple(e.extensions))
                          for e in info.endpoints),
                    dict(info.properties))
+
+
+def bookie_address(info: BookieServiceInfo | None, bookie_id: str) -> str:
+    """host:port where BookKeeper's protocol reaches ``bookie_id`` by what it registered (``info``, from
+    ``bookie_service_info``; DefaultBookieAddressResolver): its ``bookie-rpc`` endpoint, or its id read as
+    host:port when it is not registered (``info`` None) or lists no endpoint."""
+    return info.native_address(bookie_id) if info is not None else bookie_id

@@ -107,6 +107,16 @@ def decode_underreplicated(data: bytes) -> UnderreplicatedLedgerFormat:
     return text_format.Parse(data.decode(), UnderreplicatedLedgerFormat())
 
 
+def missing_replica_filter(including: str | None = None,
+                           excluding: str | None = None) -> Callable[[tuple[str, ...]], bool]:
+    """ListUnderReplicatedCommand's filter of marked ledgers by their missing replicas: those missing
+    ``including`` and not ``excluding`` (None: no condition)."""
+    def wanted(replicas: tuple[str, ...]) -> bool:
+        return ((including is None or including in replicas)
+                and (excluding is None or excluding not in replicas))
+    return wanted
+
+
 def state_path(ledger: LedgerId | int) -> str:
     return f"{STATE_PATH}/{layout.under_replication_name(ledger)}"
 
@@ -433,17 +443,21 @@ class LedgerUnderreplicationManager:
             return False
 
     def set_lost_bookie_recovery_delay(self, delay_s: int) -> None:
+        """ValueError for a negative delay."""
+        if delay_s < 0:
+            raise ValueError(f"lostBookieRecoveryDelay must be >= 0 seconds, not {delay_s}")
         self.store.write_node(LOST_BOOKIE_RECOVERY_DELAY_PATH, str(int(delay_s)).encode(), -1)
 
     def trigger_audit(self, default_delay_s: int) -> None:
         """BookKeeperAdmin.triggerAudit: rewrite the delay (as it is, or ``default_delay_s`` if unset); the
         auditor watches it and audits at once."""
-        delay = self.get_lost_bookie_recovery_delay()
-        self.set_lost_bookie_recovery_delay(default_delay_s if delay is None else delay)
+        self.set_lost_bookie_recovery_delay(self.get_lost_bookie_recovery_delay(default_delay_s))
 
-    def get_lost_bookie_recovery_delay(self) -> int | None:
+    def get_lost_bookie_recovery_delay(self, default_s: int | None = None) -> int | None:
+        """The stored delay; ``default_s`` when none is stored (no auditor has started on this cluster yet:
+        the first one stores its configured lostBookieRecoveryDelay)."""
         found = self.store.read_node(LOST_BOOKIE_RECOVERY_DELAY_PATH)
-        return None if found is None else int(found.value.decode().strip())
+        return default_s if found is None else int(found.value.decode().strip())
 
     def watch_lost_bookie_recovery_delay(self, callback: Callable[[int | None], None]) -> Callable[[], None]:
         """Call ``callback`` with the delay now and after each change; returns a function that stops it."""

@@ -17,6 +17,10 @@ read per ledger, then each is checked by LedgerChecker on that metadata (many at
 entries by its bookies' registrations alone) and its bad bookies are marked as its missing replicas. Both write
 their ctime in ZooKeeper and, as BookKeeper's auditor, start from it: a check that ran less than an
 interval ago (by any auditor) first runs when that interval is over; one never run, at once.
+
+Metrics (AuditorStats, under ``auditor``): the time of each audit and check, what each marking published
+(NUM_UNDER_REPLICATED_LEDGERS and their total size, per marking), and from the last replicas check the
+ledgers with an entry on no replica, on fewer than AQ, on fewer than WQ bookies.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import functools
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -39,6 +43,8 @@ from bookie.meta.ledger_underreplication_manager import (DISABLE_PATH, WAITING_R
                                                          LedgerUnderreplicationManager, ReplicationState)
 from bookie.meta.metadata_store import MetadataStore, Versioned
 from bookie.proto import availability
+from bookie.replication import replication_stats as names
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +90,14 @@ def expected_entries(metadata: LedgerMetadata, bookie: str) -> set[int]:
     return expected
 
 
+def _remember_lengths(ledgers: Iterable[tuple[LedgerId, LedgerMetadata]],
+                      lengths: dict[LedgerId, int]) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
+    """``ledgers`` as they are, each one's length kept in ``lengths`` on the way."""
+    for ledger, metadata in ledgers:
+        lengths[ledger] = metadata.length
+        yield ledger, metadata
+
+
 def first_run(interval_s: int, last_ctime_ms: int, now_ms: int, now: float) -> float | None:
     """When (monotonic) a periodic check first runs, given when any auditor last ran it (-1: never):
     once ``interval_s`` is over since then, at once if it is or if it never ran (as BookKeeper's
@@ -103,6 +117,48 @@ def recovery_due(lost_since: dict[str, float], delay_s: float, now: float) -> tu
     return due, min(waiting) if waiting else None
 
 
+def replica_shortfall(missing_per_entry: Counter, write_quorum: int, ack_quorum: int) -> str | None:
+    """How short of replicas a ledger's worst entry is, given how many bookies of its write set lack each
+    entry: "no replica", "less than AQ", "less than WQ" (AuditorReplicasCheckTask's classes), None if none lacks."""
+    if not missing_per_entry:
+        return None
+    replicas = write_quorum - max(missing_per_entry.values())
+    return "no replica" if replicas <= 0 else "less than AQ" if replicas < ack_quorum else "less than WQ"
+
+
+class AuditorStats:
+    """The auditor's metrics (AuditorStats). One per AutoRecovery participant, kept across its terms as the
+    auditor: gauges are registered once and read what the current auditor last found."""
+
+    def __init__(self, stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        op, counter = stats_logger.get_op_stats_logger, stats_logger.get_counter
+        self.num_under_replicated_ledgers = op(names.NUM_UNDER_REPLICATED_LEDGERS)  # per marking: a value
+        self.under_replicated_ledgers_total_size = op(names.UNDER_REPLICATED_LEDGERS_TOTAL_SIZE)
+        self.url_publish_time_for_lost_bookies = op(names.URL_PUBLISH_TIME_FOR_LOST_BOOKIE)
+        self.bookie_to_ledgers_map_creation_time = op(names.BOOKIE_TO_LEDGERS_MAP_CREATION_TIME)
+        self.check_all_ledgers_time = op(names.CHECK_ALL_LEDGERS_TIME)
+        self.replicas_check_time = op(names.REPLICAS_CHECK_TIME)
+        self.audit_bookies_time = op(names.AUDIT_BOOKIES_TIME)
+        self.num_fragments_per_ledger = op(names.NUM_FRAGMENTS_PER_LEDGER)
+        self.num_bookies_per_ledger = op(names.NUM_BOOKIES_PER_LEDGER)
+        self.num_ledgers_checked = counter(names.NUM_LEDGERS_CHECKED)
+        self.num_bookie_audits_delayed = counter(names.NUM_BOOKIE_AUDITS_DELAYED)
+        self.num_delayed_bookie_audits_cancelled = counter(names.NUM_DELAYED_BOOKIE_AUDITS_DELAYES_CANCELLED)
+        self.num_skipping_check_task_times = counter(names.NUM_SKIPPING_CHECK_TASK_TIMES)
+        self.shortfalls: dict[str, int] = {"no replica": 0, "less than AQ": 0, "less than WQ": 0}
+        for name, shortfall in ((names.NUM_LEDGERS_HAVING_NO_REPLICA_OF_AN_ENTRY, "no replica"),
+                                (names.NUM_LEDGERS_HAVING_LESS_THAN_AQ_REPLICAS_OF_AN_ENTRY, "less than AQ"),
+                                (names.NUM_LEDGERS_HAVING_LESS_THAN_WQ_REPLICAS_OF_AN_ENTRY, "less than WQ")):
+            stats_logger.register_gauge(name, lambda k=shortfall: self.shortfalls[k])
+
+    def published(self, ledgers: dict[LedgerId, object], lengths: dict[LedgerId, int]) -> None:
+        """Ledgers marked under-replicated together (AuditorTask.publishSuspectedLedgersAsync)."""
+        if ledgers:
+            self.num_under_replicated_ledgers.register_successful_value(len(ledgers))
+            self.under_replicated_ledgers_total_size.register_successful_value(
+                sum(lengths.get(ledger, 0) for ledger in ledgers))
+
+
 @dataclass
 class AuditStats:
     """What the auditor did, for tools and tests."""
@@ -118,8 +174,10 @@ class Auditor:
     them those checks are off."""
 
     def __init__(self, bookie_id: str, store: MetadataStore, manager: LedgerUnderreplicationManager, conf,
-                 bookie_client: Callable[[str], object] | None = None, client: Callable[[], object] | None = None):
+                 bookie_client: Callable[[str], object] | None = None, client: Callable[[], object] | None = None,
+                 auditor_stats: AuditorStats | None = None):
         self.bookie_id = bookie_id
+        self.metrics = auditor_stats or AuditorStats()
         self.store = store
         self.manager = manager
         self.conf = conf
@@ -134,6 +192,8 @@ class Auditor:
         self._forced = False
         self._lost_since: dict[str, float] = {}  # lost bookie -> when first seen lost (monotonic)
         self._marked: set[str] = set()  # lost bookies whose ledgers are marked
+        self._delayed: set[str] = set()  # lost bookies whose marking waits for lostBookieRecoveryDelay
+        self._lengths: dict[LedgerId, int] = {}  # of the ledgers in the last index: the marked ones' total size
         self._next_bookie_check = self._after(conf["auditorPeriodicBookieCheckInterval"])
         self._next_replicas_check: float | None = None  # from the ctimes in ZooKeeper, at start()
         self._next_ledger_check: float | None = None
@@ -216,20 +276,30 @@ class Auditor:
         with self._lock:
             writable, read_only = list(self._writable), list(self._read_only)
             forced, self._forced = self._forced, False
-        index = bookie_ledger_index(self._all_ledgers())
+        metrics = self.metrics
+        lengths: dict[LedgerId, int] = {}
+        index = bookie_ledger_index(_remember_lengths(self._all_ledgers(), lengths))
+        self._lengths = lengths
+        metrics.bookie_to_ledgers_map_creation_time.register_successful_event(time.monotonic() - now)
         lost = lost_bookies(index, writable, read_only)
         for bookie in set(self._lost_since) - lost:
             if bookie in writable or bookie in read_only:
                 log.info("bookie %s is back: nothing is marked for it", bookie)
+                if bookie in self._delayed:
+                    metrics.num_delayed_bookie_audits_cancelled.inc()
             else:
                 log.info("no ledger names bookie %s any more: its ledgers were re-replicated", bookie)
         self._lost_since = {b: self._lost_since.get(b, now) for b in lost}
         self._marked &= lost
+        self._delayed &= lost
         if not self.manager.is_ledger_replication_enabled():
             if self._lost_since:
                 log.info("AutoRecovery is disabled: lost bookies %s are marked once it is enabled",
                          ", ".join(sorted(self._lost_since)))
             self._forced |= forced
+            skipped = int(replicas_due) + int(ledgers_due)
+            if skipped:
+                metrics.num_skipping_check_task_times.inc(skipped)
             return None
         pending = {b: since for b, since in self._lost_since.items() if b not in self._marked}
         delay = self.manager.get_lost_bookie_recovery_delay()
@@ -237,7 +307,12 @@ class Auditor:
         due, next_due = recovery_due(pending, 0 if forced or periodic else delay, now)
         if due:
             self._mark(index, due)
-        self._show_waiting(index, set(pending) - due, delay)
+        waiting = set(pending) - due
+        if waiting - self._delayed:
+            metrics.num_bookie_audits_delayed.inc(len(waiting - self._delayed))
+        self._delayed = (self._delayed | waiting) - due
+        self._show_waiting(index, waiting, delay)
+        metrics.audit_bookies_time.register_successful_event(time.monotonic() - now)
         if replicas_due:
             self.replicas_check(writable + read_only)
         if ledgers_due:
@@ -250,9 +325,12 @@ class Auditor:
         return self.store.ledgers_with_metadata(None)
 
     def _mark(self, index: dict[str, set[LedgerId]], bookies: set[str]) -> None:
+        started = time.monotonic()
         marks = ledgers_to_mark(index, bookies)
         for ledger, missing in sorted(marks.items()):
             self.manager.mark_ledger_underreplicated(ledger, sorted(missing))
+        self.metrics.published(marks, self._lengths)
+        self.metrics.url_publish_time_for_lost_bookies.register_successful_event(time.monotonic() - started)
         self._marked |= bookies
         self.stats.ledgers_marked += len(marks)
         log.info("lost bookies %s: %d ledgers marked under-replicated", ", ".join(sorted(bookies)), len(marks))
@@ -269,10 +347,14 @@ class Auditor:
         returns ledger -> those bookies."""
         if self.bookie_client is None:
             return {}
+        started = time.monotonic()
         found: dict[LedgerId, set[str]] = defaultdict(set)
+        lengths: dict[LedgerId, int] = {}
+        shortfalls = dict.fromkeys(self.metrics.shortfalls, 0)
         for ledger, metadata in self._all_ledgers():
             if not metadata.is_closed or metadata.last_entry_id < 0:
                 continue
+            missing_per_entry: Counter = Counter()  # entry -> bookies of its write set that lack it
             for bookie in sorted({b for _, ens in metadata.ensembles for b in ens} & set(available)):
                 expected = expected_entries(metadata, bookie)
                 if not expected:
@@ -285,8 +367,16 @@ class Auditor:
                 held = set(availability.decode(listed.availabilityOfEntriesOfLedger)) if listed.status == 0 else set()
                 if not expected <= held:
                     found[ledger].add(bookie)
+                    lengths[ledger] = metadata.length
+                    missing_per_entry.update(expected - held)
+            shortfall = replica_shortfall(missing_per_entry, metadata.write_quorum_size, metadata.ack_quorum_size)
+            if shortfall is not None:
+                shortfalls[shortfall] += 1
         for ledger, bookies in sorted(found.items()):
             self.manager.mark_ledger_underreplicated(ledger, sorted(bookies))
+        self.metrics.published(found, lengths)
+        self.metrics.shortfalls.update(shortfalls)
+        self.metrics.replicas_check_time.register_successful_event(time.monotonic() - started)
         self.manager.set_replicas_check_ctime(int(time.time() * 1000))
         self.stats.replicas_checks += 1
         return dict(found)
@@ -303,7 +393,18 @@ class Auditor:
         MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS at once (their reads in flight, no thread each)."""
         if self.client is None:
             return {}
+        started = time.monotonic()
+        try:
+            found = self._check_all_ledgers()
+        except BaseException:
+            self.metrics.check_all_ledgers_time.register_failed_event(time.monotonic() - started)
+            raise
+        self.metrics.check_all_ledgers_time.register_successful_event(time.monotonic() - started)
+        return found
+
+    def _check_all_ledgers(self) -> dict[LedgerId, set[str]]:
         bk = self.client()
+        metrics = self.metrics
         checker = LedgerChecker(bk)
         available = checker.available()  # once for the whole check: no request per ledger
         slots = threading.BoundedSemaphore(MAX_CONCURRENT_OPEN_LEDGER_OPERATIONS)
@@ -333,6 +434,7 @@ class Auditor:
             return checker.check_ledger(handle, available=available)
 
         checked = 0
+        lengths: dict[LedgerId, int] = {}
         probes = EntryProbes(bk)  # closed ledgers' reads, many to a call per bookie
         try:
             with ThreadPoolExecutor(OPEN_LEDGER_THREADS, thread_name_prefix="AuditorOpen") as openers:
@@ -341,6 +443,10 @@ class Auditor:
                         continue  # deleted since the listing
                     checked += 1
                     md = versioned.value
+                    lengths[ledger] = md.length
+                    metrics.num_fragments_per_ledger.register_successful_value(len(md.ensembles))
+                    metrics.num_bookies_per_ledger.register_successful_value(
+                        len({b for _, ensemble in md.ensembles for b in ensemble}))
                     if md.is_closed and md.last_entry_id < 0:
                         bad = {b for fragment in unregistered_fragments(ledger, md, available)
                                for b in fragment.bad_bookies}
@@ -364,6 +470,8 @@ class Auditor:
             probes.close()
         for ledger, bookies in sorted(found.items()):
             self.manager.mark_ledger_underreplicated(ledger, sorted(bookies))
+        metrics.published(found, lengths)
+        metrics.num_ledgers_checked.inc(checked)
         if failures:
             raise failures[0]  # as BookKeeper's check: one ledger that cannot be checked fails the run (no ctime)
         self.manager.set_check_all_ledgers_ctime(int(time.time() * 1000))

@@ -10,7 +10,8 @@ AutoRecoveryMain shuts down on an expiry instead; here the participant stays and
 Each voter also watches its own vote, so it learns of the loss as soon as its client has a new session.
 
 ``LeaderElection`` is the recipe (kazoo's model: recipes apart from the client); ``AuditorElector`` runs it
-on a thread and starts or stops the ``Auditor`` as the election turns.
+on a thread and starts or stops the ``Auditor`` as the election turns. ``auditor_election_attempts`` counts
+the attempts made after waiting for a predecessor to go (ZkLedgerAuditorManager's ELECTION_ATTEMPTS).
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from bookie.exceptions import BKException
 from bookie.meta import layout
 from bookie.meta.metadata_store import MetadataStore
 from bookie.proto.data_formats_pb2 import AuditorVoteFormat
+from bookie.replication.replication_stats import ELECTION_ATTEMPTS
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +131,10 @@ class AuditorElector:
     ``on_revoked()`` when it stops being it (its vote lost with its session, or shutdown)."""
 
     def __init__(self, bookie_id: str, store: MetadataStore, on_elected: Callable[[], None],
-                 on_revoked: Callable[[], None]):
+                 on_revoked: Callable[[], None], stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        """``stats_logger``: the auditor's scope (``auditor``)."""
         self.bookie_id = bookie_id
+        self._attempts = stats_logger.get_counter(ELECTION_ATTEMPTS)
         self.store = store
         self.on_elected = on_elected
         self.on_revoked = on_revoked
@@ -144,9 +149,12 @@ class AuditorElector:
         return self
 
     def _run(self) -> None:
+        again = False  # a predecessor (or our vote) went: the next check is another attempt
         while not self._stop.is_set():
             self._wake.clear()
             try:
+                if again:
+                    self._attempts.inc()
                 leads = self.election.check()
                 if leads and not self.is_auditor:
                     self._become_auditor()
@@ -156,7 +164,7 @@ class AuditorElector:
                 if self._stop.is_set():  # stopping: the session was closed under the check
                     break
                 log.exception("auditor election: ZooKeeper failed; trying again")
-            self._wake.wait(RECHECK_SECONDS)
+            again = self._wake.wait(RECHECK_SECONDS) and not self.is_auditor
         if self.is_auditor:
             self._step_down()
 

@@ -4,6 +4,9 @@ this participant is elected, and a ReplicationWorker that copies the ledgers the
 Runs as ``bk autorecovery`` (a process of its own; several may run, one is the auditor) or inside a bookie
 with ``autoRecoveryDaemonEnabled=true`` (``bk bookie`` starts it once the bookie is up; the server layer
 does not import replication).
+
+Metrics: ``stats_logger`` is the root; the election and the auditor record under ``auditor``, the worker under
+``replication_worker``, the participant's client under ``bookkeeper_client`` (AutoRecoveryMain's scopes).
 """
 from __future__ import annotations
 
@@ -12,9 +15,11 @@ import threading
 
 from bookie.meta.ledger_underreplication_manager import LedgerUnderreplicationManager
 from bookie.meta.zk_metadata_store import ZKMetadataStore
-from bookie.replication.auditor import Auditor
+from bookie.replication.auditor import Auditor, AuditorStats
 from bookie.replication.auditor_elector import AuditorElector
+from bookie.replication.replication_stats import AUDITOR_SCOPE, REPLICATION_WORKER_SCOPE
 from bookie.replication.replication_worker import ReplicationSettings, ReplicationWorker
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 
 log = logging.getLogger(__name__)
 
@@ -25,15 +30,18 @@ def default_id(conf) -> str:
 
 
 class AutoRecoveryMain:
-    def __init__(self, conf, participant_id: str | None = None):
+    def __init__(self, conf, participant_id: str | None = None, stats_logger: StatsLogger = NULL_STATS_LOGGER):
         self.conf = conf
         self.id = participant_id or default_id(conf)
+        self.stats_logger = stats_logger
+        auditor_scope = stats_logger.scope(AUDITOR_SCOPE)
+        self.auditor_stats = AuditorStats(auditor_scope)  # one for every term as the auditor (gauges register once)
         self.store = ZKMetadataStore(conf.metadata_service_uri, zk_timeout_ms=conf["zkTimeout"])
         self.manager = LedgerUnderreplicationManager(self.store, self.id)
         self._client = None
         self._auditor: Auditor | None = None
         self._lock = threading.Lock()
-        self.elector = AuditorElector(self.id, self.store, self._start_auditor, self._stop_auditor)
+        self.elector = AuditorElector(self.id, self.store, self._start_auditor, self._stop_auditor, auditor_scope)
         self.worker: ReplicationWorker | None = None
 
     @property
@@ -43,7 +51,8 @@ class AutoRecoveryMain:
     def start(self) -> "AutoRecoveryMain":
         self.elector.start()
         self.worker = ReplicationWorker(self._bk(), LedgerUnderreplicationManager(self.store, self.id),
-                                        ReplicationSettings.of(self.conf), self.id).start()
+                                        ReplicationSettings.of(self.conf), self.id,
+                                        self.stats_logger.scope(REPLICATION_WORKER_SCOPE)).start()
         log.info("autorecovery %s started", self.id)
         return self
 
@@ -52,7 +61,8 @@ class AutoRecoveryMain:
         from bookie.client import BookKeeper
         with self._lock:
             if self._client is None:  # one configuration for both, as BookKeeper's: the same session timeout
-                self._client = BookKeeper(self.conf.metadata_service_uri, {"zkTimeout": self.conf["zkTimeout"]})
+                self._client = BookKeeper(self.conf.metadata_service_uri, {"zkTimeout": self.conf["zkTimeout"]},
+                                          stats_logger=self.stats_logger)
             return self._client
 
     def _bookie_client(self, bookie: str):
@@ -60,7 +70,7 @@ class AutoRecoveryMain:
 
     def _start_auditor(self) -> None:
         self._auditor = Auditor(self.id, self.store, self.manager, self.conf, self._bookie_client,
-                               client=self._bk).start()
+                               client=self._bk, auditor_stats=self.auditor_stats).start()
 
     def _stop_auditor(self) -> None:
         auditor, self._auditor = self._auditor, None

@@ -21,6 +21,10 @@ ZooKeeper round trips per ledger are about BookKeeper's ReplicationWorker's: the
 handles are opened on it, and the check after the copy runs on the metadata the copy wrote), bookies are
 judged by the client's watched registrations, the state node is written when a copy starts and then at
 most once per PROGRESS_INTERVAL, and AutoRecovery's switch is looked at once per ledger (by the manager).
+
+Metrics (ReplicationStats, under ``replication_worker``): ``rereplicate`` per ledger worked on (successful when
+it is fully replicated after the round), NUM_FULL_OR_PARTIAL_LEDGERS_REPLICATED, the deferred releases of failed
+ledgers, ``exceptions_<class>`` per failed round, and the copies' (LedgerFragmentReplicator) entries and bytes.
 """
 from __future__ import annotations
 
@@ -38,6 +42,8 @@ from bookie.meta.ledger_metadata import LedgerMetadata
 from bookie.meta.ledger_underreplication_manager import (COPYING, FAILED, UNRECOVERABLE, WAITING_GRACE_PERIOD,
                                                          LedgerUnderreplicationManager, ReplicationState)
 from bookie.meta.metadata_store import Versioned
+from bookie.replication import replication_stats as names
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0  # longest block on the lock wait, so shutdown is prompt
@@ -60,13 +66,19 @@ class ReplicationSettings:
 
 class ReplicationWorker:
     def __init__(self, bk, manager: LedgerUnderreplicationManager, settings: ReplicationSettings | None = None,
-                 worker_id: str = ""):
+                 worker_id: str = "", stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        """``stats_logger``: the worker's scope (``replication_worker``)."""
         self.bk = bk
         self.manager = manager
         self.settings = settings or ReplicationSettings()
         self.worker_id = worker_id or manager.worker_id
         self.checker = LedgerChecker(bk)
-        self.replicator = LedgerFragmentReplicator(bk, self.settings.rereplication_entry_batch_size)
+        self.replicator = LedgerFragmentReplicator(bk, self.settings.rereplication_entry_batch_size,
+                                                   stats_logger=stats_logger)
+        self._rereplicate_stats = stats_logger.get_op_stats_logger(names.REREPLICATE_OP)
+        self._ledgers_replicated = stats_logger.get_counter(names.NUM_FULL_OR_PARTIAL_LEDGERS_REPLICATED)
+        self._deferred_releases = stats_logger.get_counter(names.NUM_DEFER_LEDGER_LOCK_RELEASE_OF_FAILED_LEDGER)
+        self._exceptions = stats_logger.scope(names.REPLICATE_EXCEPTION)  # a counter per exception class
         self._failures: dict[LedgerId, int] = {}  # ledger -> failed rounds in a row (backoff exponent)
         self._unrecoverable: set[LedgerId] = set()  # reported once; skipped from then on
         self._judged_unrecoverable: set[LedgerId] = set()  # reported by another worker: skipped too
@@ -136,25 +148,32 @@ class ReplicationWorker:
         ledger = self.manager.get_ledger_to_rereplicate(timeout, skip=self._skip)
         if ledger is None:
             return None
+        started = time.monotonic()
         try:
             done = self._rereplicate(ledger)
-        except BKUnrecoverableEntriesException as exc:
-            self._report_unrecoverable(ledger, exc)
-            return ledger
-        except BKMetadataVersionException as exc:  # the ledger changed under us: check it afresh, no backoff
-            log.info("ledger %s changed while it was re-replicated (%s); checking it again", ledger, exc)
-            self.manager.clear_state(ledger)  # its "copying" no longer holds
-            self.manager.release_underreplicated_ledger(ledger)
-            return ledger
         except BKException as exc:
-            self._failed(ledger, exc)
+            self._rereplicate_stats.register_failed_event(time.monotonic() - started)
+            self._exceptions.get_counter(type(exc).__name__).inc()
+            self._round_failed(ledger, exc)
             return ledger
+        (self._rereplicate_stats.register_successful_event if done else
+         self._rereplicate_stats.register_failed_event)(time.monotonic() - started)
         if done:
             self._failures.pop(ledger, None)
             self._grace_started.pop(ledger, None)
             self.manager.mark_ledger_replicated(ledger)
             log.info("ledger %s is fully replicated again", ledger)
         return ledger
+
+    def _round_failed(self, ledger: LedgerId, exc: BKException) -> None:
+        if isinstance(exc, BKUnrecoverableEntriesException):
+            self._report_unrecoverable(ledger, exc)
+        elif isinstance(exc, BKMetadataVersionException):  # the ledger changed under us: check it afresh, no backoff
+            log.info("ledger %s changed while it was re-replicated (%s); checking it again", ledger, exc)
+            self.manager.clear_state(ledger)  # its "copying" no longer holds
+            self.manager.release_underreplicated_ledger(ledger)
+        else:
+            self._failed(ledger, exc)
 
     def _rereplicate(self, ledger: LedgerId) -> bool:
         """True when nothing of the ledger is under-replicated any more (or it is gone); False when it is
@@ -173,6 +192,8 @@ class ReplicationWorker:
             self._next_progress = time.monotonic() + PROGRESS_INTERVAL
             self.replicator.on_progress = lambda p: self._progress(ledger, p)
             versioned = self.replicator.replicate(handle, fragment)
+        if closed:
+            self._ledgers_replicated.inc()
         if any(not f.closed for f in fragments):
             return self._open_fragment(ledger, handle)
         if closed:
@@ -227,6 +248,7 @@ class ReplicationWorker:
         base = self.settings.rw_rereplicate_backoff_ms / 1000.0
         backoff = min(base * 2 ** (failures - 1), self.settings.lock_release_of_failed_ledger_grace_period_ms / 1000.0)
         log.warning("ledger %s: re-replication failed (%s); released in %.1f s", ledger, exc, backoff)
+        self._deferred_releases.inc()
         self._set_state(ledger, FAILED, str(exc), attempts=failures,
                         next_try=int((time.time() + backoff) * 1000))
         self._release_later(ledger, backoff)

@@ -14,6 +14,11 @@ An add (``add_entries``) takes a framed batch of one ledger's entries:
    after the journal group holding them is written and fsynced.
 Fence and explicit LAC take the same path as journal meta-records: done once the record is fsynced.
 
+Metrics (BookieStats, JournalStats, LedgerDirsManager's, GarbageCollectorStats; ``stats_logger`` is the root):
+``bookie_*`` per call of the engine (a batch of adds, a range read: one event of ``count`` entries), the
+journal's per group and fsync, and gauges sampled at scrape time (SERVER_STATUS, the journal queues, the
+ledger directories). ``request_stats`` (bookkeeper_server_*) is shared by the servers that serve this engine.
+
 Checks at the door: adds, explicit LACs, meta-records and reads go through ``check_master_key``,
 ``check_explicit_lac`` (bookie.server.ledger_storage) and MAX_ENTRY_ID (bookie.server.index), so every
 index header and slot can always be written and no request can stop a checkpoint or a restart. Replay
@@ -24,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from concurrent.futures import Future
 from typing import Callable
 
@@ -34,6 +40,7 @@ from bookie.exceptions import (BadRequestException, BookieException, JournalExce
 from bookie.ledger_id import LedgerId
 from bookie.meta.metadata_store import MetadataStore
 from bookie.proto import entry_format
+from bookie.server import bookkeeper_server_stats as names
 from bookie.server.compactor import TransactionalEntryLogCompactor
 from bookie.server.cookie import Cookie, check_cookies
 from bookie.server.garbage_collector import GarbageCollectorThread
@@ -43,14 +50,55 @@ from bookie.server.journal_scanner import ScanResult, scan_journal
 from bookie.server.last_log_mark import read_last_mark
 from bookie.server.ledger_dirs_monitor import LedgerDirsMonitor
 from bookie.server.ledger_storage import InterleavedLedgerStorage, check_explicit_lac, check_master_key
+from bookie.server.request_stats import RequestStats
 from bookie.server.sync_thread import SyncThread
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 
 log = logging.getLogger(__name__)
+_FRAME_LEN = entry_format.FRAME_LEN
+
+
+class BookieStats:
+    """The engine's metrics (BookieStats, under ``bookie``): one event per call, of ``count`` entries (a batch
+    of adds, a range read), each entry's latency the call's; sizes are the entries' mean size per call."""
+
+    def __init__(self, stats_logger: StatsLogger, journal_dirs: int, journal_queue_size: int):
+        op, counter = stats_logger.get_op_stats_logger, stats_logger.get_counter
+        self.add_entry = op(names.BOOKIE_ADD_ENTRY)
+        self.recovery_add_entry = op(names.BOOKIE_RECOVERY_ADD_ENTRY)
+        self.read_entry = op(names.BOOKIE_READ_ENTRY)
+        self.add_bytes = op(names.BOOKIE_ADD_ENTRY_BYTES)
+        self.read_bytes = op(names.BOOKIE_READ_ENTRY_BYTES)
+        self.write_bytes_total = counter(names.WRITE_BYTES)
+        self.read_bytes_total = counter(names.READ_BYTES)
+        self.force_ledger = counter(names.BOOKIE_FORCE_LEDGER)
+        stats_logger.register_gauge(names.JOURNAL_DIRS, lambda: journal_dirs)
+        stats_logger.register_gauge(names.JOURNAL_QUEUE_MAX_SIZE, lambda: journal_queue_size)
+
+    def added(self, started: float, entries: int, nbytes: int, recovery: bool) -> None:
+        """``entries`` entries of ``nbytes`` bytes stored and queued for the journal in one call."""
+        (self.recovery_add_entry if recovery else self.add_entry).register_successful_event(
+            time.monotonic() - started, entries)
+        self.add_bytes.register_successful_value(nbytes / entries, entries)
+        self.write_bytes_total.inc(nbytes)
+
+    def read(self, started: float, entries: int, nbytes: int) -> None:
+        """``entries`` entries of ``nbytes`` bytes read in one call (none: an event of one, as a miss)."""
+        self.read_entry.register_successful_event(time.monotonic() - started, max(entries, 1))
+        if entries:
+            self.read_bytes.register_successful_value(nbytes / entries, entries)
+            self.read_bytes_total.inc(nbytes)
 
 
 class Bookie:
-    def __init__(self, conf):
+    def __init__(self, conf, stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        """``stats_logger``: the process's root logger (``stats_logger`` here); the engine records under its
+        ``bookie`` scope, the servers serving it under ``bookkeeper_server`` (``request_stats``)."""
         self.conf = conf
+        self.stats_logger = stats_logger
+        self._bookie_stats_logger = stats_logger.scope(names.BOOKIE_SCOPE)
+        self.stats = BookieStats(self._bookie_stats_logger, len(conf.journal_dirs), conf["journalQueueSize"])
+        self.request_stats = RequestStats(stats_logger.scope(names.SERVER_SCOPE))
         self.journal_dirs = conf.journal_dirs
         self.ledger_dirs = conf.ledger_dirs
         self.storage: InterleavedLedgerStorage | None = None
@@ -67,6 +115,9 @@ class Bookie:
         self._fatal_listeners: list[Callable[[JournalException], None]] = []
         self._replay_skipped = False  # skipReplayJournalInvalidRecord passed over corrupt journal bytes
         self._max_entry = conf["nettyMaxFrameSizeBytes"]
+        # 1 writable, 0 read-only, -1 not serving (BookieStateManager's SERVER_STATUS, -1: unregistered).
+        self._bookie_stats_logger.register_gauge(
+            names.SERVER_STATUS, lambda: (0 if self.read_only else 1) if self.running else -1)
 
     # -- life cycle --------------------------------------------------------------------------------
     def start(self, instance_id: str | None = None, registered_cookie: Cookie | None = None,
@@ -78,7 +129,8 @@ class Bookie:
         self.storage = InterleavedLedgerStorage(self.conf, self.ledger_dirs, self.conf.index_dirs)
         self.compactor = TransactionalEntryLogCompactor(self.storage, self.conf)
         self.compactor.clean_up_and_recover()  # a compaction a crash cut short, before anything reads
-        self.journals = [Journal(d, self.conf, i) for i, d in enumerate(self.journal_dirs)]
+        journal_stats = self._bookie_stats_logger.scope(names.JOURNAL_SCOPE)
+        self.journals = [Journal(d, self.conf, i, journal_stats) for i, d in enumerate(self.journal_dirs)]
         self._replay()
         for journal in self.journals:
             journal.on_failure = self._on_journal_failure
@@ -88,10 +140,12 @@ class Bookie:
         # torn tail accepted now is never replayed again in front of later journals.
         self.sync_thread.checkpoint()
         self.sync_thread.start()
-        self.dirs_monitor = LedgerDirsMonitor(self.conf, self.ledger_dirs, self._on_disk_state)
+        self.dirs_monitor = LedgerDirsMonitor(self.conf, self.ledger_dirs, self._on_disk_state,
+                                              self._bookie_stats_logger.scope(names.LD_LEDGER_SCOPE))
         if metadata_store is not None:
             self.garbage_collector = GarbageCollectorThread(self.conf, self.storage, metadata_store,
-                                                            self.conf.bookie_id, self.sync_thread.checkpoint)
+                                                            self.conf.bookie_id, self.sync_thread.checkpoint,
+                                                            stats_logger=self._bookie_stats_logger)
             self.garbage_collector.compactor = self.compactor
         self.dirs_monitor.check()
         self.dirs_monitor.start()
@@ -290,6 +344,17 @@ class Bookie:
 
     def add_entries(self, ledger: LedgerId, master_key: bytes, blob: bytes, recovery: bool = False) -> Future:
         """Add a framed batch of ``ledger``'s entries; the future gives the entry ids once fsynced."""
+        started = time.monotonic()
+        try:
+            future, entries = self._add_entries(ledger, master_key, blob, recovery)
+        except Exception:
+            (self.stats.recovery_add_entry if recovery else self.stats.add_entry).register_failed_event(
+                time.monotonic() - started)
+            raise
+        self.stats.added(started, entries, len(blob) - _FRAME_LEN * entries, recovery)
+        return future
+
+    def _add_entries(self, ledger: LedgerId, master_key: bytes, blob: bytes, recovery: bool) -> tuple[Future, int]:
         if self.read_only and not recovery:
             raise ReadOnlyException(f"bookie is read-only: add to ledger {ledger} refused (recovery adds only)")
         try:
@@ -319,7 +384,7 @@ class Bookie:
             if created:
                 journal.log(_key_record(ledger, master_key), None)
             journal.log(blob, done, len(ids))
-        return future
+        return future, len(ids)
 
     def _journal_meta(self, ledger: LedgerId, master_key: bytes, record: bytes,
                       apply: Callable[[], None]) -> Future:
@@ -350,6 +415,7 @@ class Bookie:
     def force_ledger(self, ledger: LedgerId) -> Future:
         """Completes once everything journaled so far for ``ledger``'s journal is fsynced."""
         future: Future = Future()
+        self.stats.force_ledger.inc()
         self._journal_for(ledger).log(b"", lambda error: future.set_exception(error) if error else future.set_result(True), 0)
         return future
 
@@ -359,22 +425,44 @@ class Bookie:
         if entry_id < entry_format.INVALID_ENTRY_ID:
             raise BadRequestException(f"ledger {ledger}: entry id {entry_id} refused (allowed: -1 for the last "
                                       f"entry, or 0..{MAX_ENTRY_ID})")
-        return self.storage.read_entry(ledger, entry_id)
+        started = time.monotonic()
+        try:
+            body = self.storage.read_entry(ledger, entry_id)
+        except Exception:
+            self.stats.read_entry.register_failed_event(time.monotonic() - started)
+            raise
+        self.stats.read(started, 1, len(body))
+        return body
 
     def read_entries(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20,
                      stride: int = 0, offset: int = 0) -> tuple[bytes, int, int]:
         """Framed entries stored here in ``[first, last]`` (``e % stride == offset``): (blob, count, last id covered)."""
-        parts, count, covered = self.storage.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
+        parts, count, covered = self.read_entries_parts(ledger, first, last, max_bytes, stride, offset)
         return b"".join(parts), count, covered
 
     def read_entries_parts(self, ledger: LedgerId, first: int, last: int, max_bytes: int = 4 << 20,
                            stride: int = 0, offset: int = 0) -> tuple[list, int, int]:
         """``read_entries`` with the blob left in pieces, for the service to copy into its message."""
-        return self.storage.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
+        started = time.monotonic()
+        try:
+            parts, count, covered = self.storage.read_framed_parts(ledger, first, last, max_bytes, stride, offset)
+        except Exception:
+            self.stats.read_entry.register_failed_event(time.monotonic() - started)
+            raise
+        self.stats.read(started, count, sum(map(len, parts)) - _FRAME_LEN * count)
+        return parts, count, covered
 
     def read_few_ranges(self, ranges) -> list[list[bytes] | None]:
         """Framed entries of many ranges of a few ids each (LedgerStorage.read_few_ranges)."""
-        return self.storage.read_few_ranges(ranges)
+        started = time.monotonic()
+        found = self.storage.read_few_ranges(ranges)
+        count = nbytes = 0
+        for frames in found:
+            if frames:
+                count += len(frames)
+                nbytes += sum(map(len, frames))
+        self.stats.read(started, count, nbytes - _FRAME_LEN * count)
+        return found
 
     def last_add_confirmed(self, ledger: LedgerId) -> int:
         return self.storage.require(ledger).lac

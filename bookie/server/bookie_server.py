@@ -16,6 +16,13 @@ replay, threads, both servers listening, then registration as ``<root>/available
 ``gc.freeze()``s what start-up built: it lives as long as the process, and the read path's allocations
 would otherwise trigger full collections over it again and again.
 
+Metrics: the process's PrometheusMetricsProvider (from the configuration; None under enableStatistics=false) is
+``stats_provider``; the bookie records into its root logger. Components the caller passes to ``serve`` (the HTTP
+admin server: the server layer does not import bookie.http) start before the bookie does, so /heartbeat and
+is_ready answer during journal replay; the endpoints they publish join the registration (BookKeeper's
+ServerLifecycleComponent.publishInfo); they stop after the bookie. ``ready`` is true once the bookie has
+replayed its journal, listens and is registered; ``shutting_down`` from the moment it starts to stop.
+
 SIGTERM or SIGINT: the native server stops (answers already queued go out), then gRPC (add streams
 ended, not cancelled); the bookie deregisters, drains and checkpoints, and exits 0. After a journal
 failure the same stop skips the checkpoint and ``serve`` raises the failure, so ``bk bookie`` exits 2
@@ -29,6 +36,7 @@ import logging
 import signal
 import socket
 import threading
+from typing import Callable, Iterable, Protocol
 
 import grpc
 
@@ -39,10 +47,23 @@ from bookie.server.conf import ConfigurationException, ServerConfiguration
 from bookie.server.cookie import read_registered_cookie, write_registered_cookie
 from bookie.server.native_server import BookieNettyServer
 from bookie.server.request_processor import BookieServicer, add_to_server
+from bookie.stats.prometheus_metrics_provider import PrometheusMetricsProvider
+from bookie.stats.stats_logger import NULL_STATS_LOGGER
 from bookie.util.allocator import keep_large_buffers
 
 log = logging.getLogger(__name__)
 STOP_GRACE = 2.0  # seconds each server gets, on a clean stop, to finish what it has taken
+
+
+class ServerComponent(Protocol):
+    """A component the bookie process runs beside the bookie (BookKeeper's ServerLifecycleComponent): started before
+    the bookie, stopped after it; what it serves joins the bookie's registration."""
+
+    async def start(self) -> object: ...
+
+    async def stop(self) -> None: ...
+
+    def endpoints(self, advertised_host: str) -> tuple[Endpoint, ...]: ...
 
 
 class BookieServer:
@@ -68,16 +89,25 @@ class BookieServer:
         self.native_server: BookieNettyServer | None = None
         self._registered_read_only: bool | None = None
         self._registration_lock = threading.Lock()
+        self.stats_provider = PrometheusMetricsProvider.from_conf(conf)
+        self.components: list[ServerComponent] = []  # started by serve, before the bookie
+        self.ready = False  # replayed, listening and registered
+        self.shutting_down = False
+
+    def __str__(self) -> str:
+        """BookieServer.toString, which BookKeeper's compaction services quote."""
+        return f"Bookie Server listening on {self.conf.bookie_address} with id {self.bookie_id}"
 
     async def start(self) -> None:
         keep_large_buffers()
         conf = self.conf
-        self.store = ZKMetadataStore(conf.metadata_service_uri, conf["zkTimeout"])
-        instance_id = self.store.instance_id()
-        registered = read_registered_cookie(self.store, self.bookie_id)
-        self.bookie = Bookie(conf).start(instance_id, registered.value if registered else None, self.store)
-        if registered is None:
-            write_registered_cookie(self.store, self.bookie_id, self.bookie.cookie, None)
+        if self.stats_provider is not None:
+            self.stats_provider.start()
+        stats_logger = self.stats_provider.get_stats_logger() if self.stats_provider is not None else NULL_STATS_LOGGER
+        self.bookie = Bookie(conf, stats_logger=stats_logger)
+        # ZooKeeper, cookies and journal replay in a thread: the loop meanwhile answers the components' requests
+        # (the HTTP server's /heartbeat and is_ready).
+        await asyncio.to_thread(self._start_bookie)
         limit = conf["nettyMaxFrameSizeBytes"]
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                ("grpc.max_send_message_length", limit + (1 << 20)),
@@ -101,21 +131,32 @@ class BookieServer:
         # collections, which the read path's allocations otherwise trigger over and over.
         gc.collect()
         gc.freeze()
+        self.ready = True
         log.info("bookie %s %s (%s)", self.bookie_id, self.describe(),
                  "read-only" if self.bookie.read_only else "writable")
+
+    def _start_bookie(self) -> None:
+        self.store = ZKMetadataStore(self.conf.metadata_service_uri, self.conf["zkTimeout"])
+        instance_id = self.store.instance_id()
+        registered = read_registered_cookie(self.store, self.bookie_id)
+        self.bookie.start(instance_id, registered.value if registered else None, self.store)
+        if registered is None:
+            write_registered_cookie(self.store, self.bookie_id, self.bookie.cookie, None)
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
         """What the registration lists: BookKeeper's native endpoint as its bookies name it, then gRPC,
-        both at the advertised host (BookieService.publishInfo: the bookie address's host)."""
+        both at the advertised host (BookieService.publishInfo: the bookie address's host), then what the
+        components publish (the HTTP server's ``httpserver``)."""
         host = self.address.host
         return (Endpoint("bookie", host, self.native_server.port, BOOKIE_RPC),
-                Endpoint("grpc", host, self.conf["grpcPort"], GRPC))
+                Endpoint("grpc", host, self.conf["grpcPort"], GRPC),
+                *(e for component in self.components for e in component.endpoints(host)))
 
     def describe(self) -> str:
         """Where it listens and what it advertises, for the start-up lines."""
         listen = self.address.listen
-        native, grpc_endpoint = self.endpoints
+        native, grpc_endpoint = self.endpoints[:2]
         return (f"listening on {listen}:{native.port} (BookKeeper's protocol) and {listen}:{grpc_endpoint.port} "
                 f"(gRPC){'' if self.conf['listeningInterface'] else ', every interface'}; registered as "
                 f"{native.address} ({native.protocol}) and {grpc_endpoint.address} ({grpc_endpoint.protocol})")
@@ -131,6 +172,7 @@ class BookieServer:
             self._registered_read_only = read_only
 
     async def stop(self) -> None:
+        self.shutting_down = True
         if self.native_server is not None:
             # Answers already queued go out, then connections close; a client that does not read them
             # gets the gRPC grace period, not a stop that never ends.
@@ -144,9 +186,11 @@ class BookieServer:
         if self.store is not None and self._registered_read_only is not None:
             self.store.unregister_bookie(self.bookie_id, self._registered_read_only)
         if self.bookie is not None:
-            self.bookie.shutdown()
+            await asyncio.to_thread(self.bookie.shutdown)  # drain and checkpoint; the components still answer
         if self.store is not None:
             self.store.close()
+        if self.stats_provider is not None:
+            self.stats_provider.stop()
         log.info("bookie %s stopped", self.bookie_id)
 
 
@@ -158,8 +202,10 @@ def _names(host: str, ip: str) -> bool:
         return False
 
 
-async def serve(conf: ServerConfiguration, ready=None) -> None:
-    """Run a bookie until SIGTERM or SIGINT."""
+async def serve(conf: ServerConfiguration, ready: Callable[[BookieServer], None] | None = None,
+                components: Callable[[BookieServer], Iterable[ServerComponent]] | None = None) -> None:
+    """Run a bookie until SIGTERM or SIGINT. ``components(server)`` gives what runs beside it (started before the
+    bookie, stopped after it); ``ready(server)`` is called once the bookie is up."""
     for notice in conf.notices():  # once, where the operator looks: the bookie's log
         log.warning(notice)
     server = BookieServer(conf)
@@ -168,6 +214,9 @@ async def serve(conf: ServerConfiguration, ready=None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
+        for component in (components(server) if components is not None else ()):
+            await component.start()
+            server.components.append(component)
         await server.start()
         # A failed journal stops the bookie; serve then raises its error, so the process exits non-zero
         # (BookKeeper: ExitCode.BOOKIE_EXCEPTION).
@@ -176,6 +225,10 @@ async def serve(conf: ServerConfiguration, ready=None) -> None:
             ready(server)
         await stop.wait()
     finally:
-        await server.stop()
+        try:
+            await server.stop()
+        finally:
+            for component in reversed(server.components):
+                await component.stop()
     if server.bookie.journal_failure is not None:
         raise server.bookie.journal_failure

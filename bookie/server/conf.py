@@ -187,6 +187,13 @@ OPTIONS: dict[str, Option] = {
     "auditorPeriodicCheckInterval": _o("int", 604800, "seconds between the auditor's checks of every ledger (0: off)", 0),
     "auditorReplicasCheckInterval": _o("int", 0, "seconds between the auditor's comparisons of each bookie's entries "
                                        "with the striping; what it finds is marked (0: off)", 0),
+    # HTTP admin server and metrics (BookKeeper's HttpService and PrometheusMetricsProvider)
+    "httpServerEnabled": _o("bool", False, "serve BookKeeper's HTTP admin API and /metrics (bookie/http)"),
+    "httpServerPort": _o("int", 8080, "port of the HTTP admin server (0: any free port, printed at start)", 0),
+    "httpServerHost": _o("str", "0.0.0.0", "address the HTTP admin server binds"),
+    "enableStatistics": _o("bool", True, "record metrics (/metrics); false: nothing is recorded"),
+    "prometheusStatsLatencyRolloverSeconds": _o("int", 60, "seconds over which /metrics' latency quantiles are "
+                                                "computed before they start again", 1),
 }
 
 # BookKeeper settings this bookie cannot honour: the value it does honour, and what it does instead.

@@ -15,6 +15,10 @@ Every ``gcWaitTime`` ms, or at once when forced, one pass (``run_with_flags``, B
 Disks full (read-only bookie): GC goes on. With ``isForceGCAllowWhenNoSpace`` every pass is forced
 (compaction included, to win space back); without it compaction is suspended until space comes back,
 as BookKeeper's ledger-dirs listener does.
+
+Metrics (GarbageCollectorStats): under ``bookie``, where BookKeeper's DbLedgerStorage puts them and operators'
+dashboards read them (BookKeeper's InterleavedLedgerStorage would write ``bookie_gc_*``): counters of what
+passes deleted and reclaimed, and gauges of the entry logs and ledgers as the last pass left them.
 """
 from __future__ import annotations
 
@@ -27,11 +31,13 @@ from typing import Callable, Protocol
 
 from bookie.exceptions import EntryLogCorruptedException
 from bookie.meta.metadata_store import MetadataStore
+from bookie.server import bookkeeper_server_stats as names
 from bookie.server.compactor import logs_to_compact
 from bookie.server.entry_log_metadata import EntryLogMetadata, extract_entry_log_metadata
 from bookie.server.garbage_collection_status import EntryLogUsage, GarbageCollectionStatus, SkippedEntryLog
 from bookie.server.ledger_storage import InterleavedLedgerStorage
 from bookie.server.scan_and_compare_garbage_collector import ScanAndCompareGarbageCollector
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
@@ -47,10 +53,34 @@ class Compactor(Protocol):
     def drain(self) -> None: ...
 
 
+class GarbageCollectorStats:
+    """What the passes did (GarbageCollectorStats): counters, and gauges sampled at scrape time from what the
+    last pass left (``active_*``, set at the end of each pass: nothing is walked at scrape time)."""
+
+    def __init__(self, stats_logger: StatsLogger):
+        counter = stats_logger.get_counter
+        self.minor_compactions = counter(names.MINOR_COMPACTION_COUNT)  # compaction runs, as BookKeeper counts
+        self.major_compactions = counter(names.MAJOR_COMPACTION_COUNT)
+        self.reclaimed_by_compaction = counter(names.RECLAIMED_COMPACTION_SPACE_BYTES)
+        self.reclaimed_by_deletion = counter(names.RECLAIMED_DELETION_SPACE_BYTES)
+        self.reclaim_failed_to_delete = counter(names.RECLAIM_FAILED_TO_DELETE)
+        self.deleted_ledgers = counter(names.DELETED_LEDGER_COUNT)
+        self.thread_runtime = stats_logger.get_op_stats_logger(names.THREAD_RUNTIME)  # a pass
+        self.active_entry_logs = 0
+        self.active_entry_log_bytes = 0  # what is left alive in them
+        self.active_ledgers = 0
+        stats_logger.register_gauge(names.ACTIVE_ENTRY_LOG_COUNT, lambda: self.active_entry_logs)
+        stats_logger.register_gauge(names.ACTIVE_ENTRY_LOG_SPACE_BYTES, lambda: self.active_entry_log_bytes)
+        stats_logger.register_gauge(names.ACTIVE_LEDGER_COUNT, lambda: self.active_ledgers)
+
+
 class GarbageCollectorThread(PeriodicThread):
     def __init__(self, conf, storage: InterleavedLedgerStorage, store: MetadataStore, bookie_id: str,
-                 checkpoint: Callable[[], object], after_snapshot: Callable[[], None] | None = None):
+                 checkpoint: Callable[[], object], after_snapshot: Callable[[], None] | None = None,
+                 stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        """``stats_logger``: the bookie's scope (``bookie``), where GarbageCollectorStats are."""
         super().__init__("GarbageCollectorThread", conf["gcWaitTime"] / 1000.0)
+        self.stats = GarbageCollectorStats(stats_logger)
         self.conf = conf
         self.storage = storage
         self.compactor: Compactor | None = None  # set by the bookie once compaction is available
@@ -138,9 +168,13 @@ class GarbageCollectorThread(PeriodicThread):
             suspend_minor = self._status.minor_compaction_suspended and not self._force_minor
             self._forced = self._force_major = self._force_minor = False
             self._running = True
+        started, ok = time.monotonic(), False
         try:
             self.run_with_flags(force, suspend_major, suspend_minor)
+            ok = True
         finally:
+            (self.stats.thread_runtime.register_successful_event if ok else
+             self.stats.thread_runtime.register_failed_event)(time.monotonic() - started)
             with self._lock:
                 self._running = False
                 self._status.passes += 1
@@ -164,6 +198,9 @@ class GarbageCollectorThread(PeriodicThread):
         with self._lock:
             self._status.skipped = skipped
         self.do_compaction(force, suspend_major, suspend_minor)  # 5.
+        metas = list(self.entry_log_meta.values())
+        self.stats.active_entry_logs = len(metas)
+        self.stats.active_entry_log_bytes = sum(m.remaining_size for m in metas)
         with self._lock:
             self._status.last_pass_duration_ms = int((time.time() - started) * 1000)
             self._status.entry_logs = [
@@ -179,6 +216,7 @@ class GarbageCollectorThread(PeriodicThread):
         """Delete the ledgers the metadata no longer has; returns how many."""
         self._phase("ledgers")
         scan = self.scanner.find_garbage()
+        self.stats.active_ledgers = scan.local
         # Over-replicated ledgers are deleted under their replication locks, so no replicator changes
         # their ensembles between the check and the deletion.
         with self.scanner.overreplicated_locked(scan.overreplicated) as overreplicated:
@@ -189,6 +227,8 @@ class GarbageCollectorThread(PeriodicThread):
             # deletion does not replay their master keys and entries back into existence.
             self._checkpoint()
             deleted = self.storage.delete_ledgers(doomed)
+        self.stats.deleted_ledgers.inc(deleted)
+        self.stats.active_ledgers = scan.local - deleted
         log.info("GC: deleted %d ledgers (%d the metadata no longer has, %d over-replicated; of %d stored here, "
                  "%d ranges listed): %s", deleted, len(scan.garbage), len(overreplicated), scan.local, scan.ranges,
                  ", ".join(map(str, doomed[:20])))
@@ -227,7 +267,12 @@ class GarbageCollectorThread(PeriodicThread):
         logger = self.storage.entry_logger
         path = logger.path_of(log_id)
         freed = _allocated_bytes(path) if path is not None else 0
-        logger.remove_log(log_id)
+        try:
+            logger.remove_log(log_id)
+        except OSError:
+            self.stats.reclaim_failed_to_delete.inc()
+            raise
+        self.stats.reclaimed_by_deletion.inc(freed)
         del self.entry_log_meta[log_id]
         log.info("GC: entry log %x.log removed, no ledger in it is alive (%d bytes)", log_id, freed)
         with self._lock:
@@ -276,6 +321,7 @@ class GarbageCollectorThread(PeriodicThread):
                     continue
                 compacted, last = compacted + 1, meta.entry_log_id
                 self.entry_log_meta.pop(meta.entry_log_id, None)
+                self.stats.reclaimed_by_compaction.inc(freed)
                 with self._lock:
                     self._status.bytes_reclaimed += freed
         finally:
@@ -286,6 +332,7 @@ class GarbageCollectorThread(PeriodicThread):
                     raise
                 self._skip_log(last, exc)
             finished = time.time()
+            (self.stats.major_compactions if kind == "major" else self.stats.minor_compactions).inc()
             setattr(self, f"last_{kind}_compaction", finished)
             if kind == "major":  # a major compaction covers what a minor one would do
                 self.last_minor_compaction = finished

@@ -24,6 +24,9 @@ ignore pad contents.
 A failed write or fsync stops the journal for good (``Journal.fail``): every group behind it fails,
 the LastLogMark stays before it (a later fsync that "succeeds" may not have persisted the pages the
 failed one dropped), and ``on_failure`` tells the bookie, which shuts down without a checkpoint.
+
+Metrics (JournalStats, ``bookie_journal_*{journalIndex="i"}``): per group and per fsync, never per entry; the
+queue gauges are differences of counters each thread keeps, sampled at scrape time.
 """
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ from typing import Callable, NamedTuple
 import crc32c
 
 from bookie.exceptions import JournalException
+from bookie.server import bookkeeper_server_stats as names
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 from bookie.util.io import PAGE_SIZE, drop_clean_pages, pwritev_all
 
 log = logging.getLogger(__name__)
@@ -102,6 +107,43 @@ class _Request:
     enqueued: float = field(default_factory=time.monotonic)
 
 
+class _Written(NamedTuple):
+    """A group written to ``channel`` up to ``end``, waiting for its fsync, with what JOURNAL_ADD_ENTRY and
+    JOURNAL_FORCE_LEDGER record once it is synced: its entries and the sum of their enqueue times (each
+    request's time counted once per entry it carries), its force-ledger requests and theirs."""
+
+    channel: "JournalChannel"
+    end: int
+    group: list[_Request]
+    entries: int
+    enqueued: float
+    forces: int
+    forces_enqueued: float
+
+
+class JournalStats:
+    """One journal's metrics (JournalStats, under ``bookie_journal`` with its ``journalIndex`` label). Recorded
+    per group and per fsync, never per entry: the adds one fsync acknowledges are one event of ``count``
+    entries, whose latency is their mean, so the sum and count are exact."""
+
+    def __init__(self, stats_logger: StatsLogger):
+        op = stats_logger.get_op_stats_logger
+        self.add_entry = op(names.JOURNAL_ADD_ENTRY)  # enqueue to fsync, per entry
+        self.force_ledger = op(names.JOURNAL_FORCE_LEDGER)
+        self.sync = op(names.JOURNAL_SYNC)  # one fdatasync
+        self.creation = op(names.JOURNAL_CREATION_LATENCY)  # a new journal file, header fsynced
+        self.flush = op(names.JOURNAL_FLUSH_LATENCY)  # one group's pwritev
+        self.process_time = op(names.JOURNAL_PROCESS_TIME_LATENCY)  # a group: first dequeue to force-write queue
+        self.force_write_grouping = op(names.JOURNAL_FORCE_WRITE_GROUPING_COUNT)  # groups one fsync covers
+        self.force_write_batch_entries = op(names.JOURNAL_FORCE_WRITE_BATCH_ENTRIES)  # entries of a group
+        self.force_write_batch_bytes = op(names.JOURNAL_FORCE_WRITE_BATCH_BYTES)
+        self.write_bytes = stats_logger.get_counter(names.JOURNAL_WRITE_BYTES)
+        # Why a group was closed: journalMaxGroupWaitMSec, the bytes/entries thresholds, the queue empty.
+        self.flush_max_wait = stats_logger.get_counter(names.JOURNAL_NUM_FLUSH_MAX_WAIT)
+        self.flush_max_outstanding_bytes = stats_logger.get_counter(names.JOURNAL_NUM_FLUSH_MAX_OUTSTANDING_BYTES)
+        self.flush_empty_queue = stats_logger.get_counter(names.JOURNAL_NUM_FLUSH_EMPTY_QUEUE)
+
+
 class JournalChannel:
     """One journal file open for appending, preallocated in ``journalPreAllocSizeMB`` steps."""
 
@@ -143,7 +185,9 @@ class JournalChannel:
 class Journal:
     """One journal directory and its group-commit thread."""
 
-    def __init__(self, journal_dir: str, conf, index: int = 0):
+    def __init__(self, journal_dir: str, conf, index: int = 0, stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        """``stats_logger``: the journals' scope (``bookie_journal``); this journal's metrics carry its
+        ``journalIndex`` label, as BookKeeper's Journal scopes them."""
         self.journal_dir = journal_dir
         self.index = index
         self.max_size = conf["journalMaxSizeMB"] * _MB
@@ -167,6 +211,19 @@ class Journal:
         # the bookie exits), as nothing more may be acknowledged from this journal.
         self.on_failure: Callable[[JournalException], None] | None = None
         self.last_log_mark = LogMark(0, 0)  # everything before it is written and fsynced
+        # Each counted by one thread (the journal thread, the force-write thread): the queue gauges are
+        # their differences, sampled at scrape time, nothing updated per request.
+        self._groups_written = self._requests_written = 0
+        self._groups_synced = self._requests_synced = 0
+        stats_logger = stats_logger.scope_label(names.JOURNAL_INDEX_LABEL, str(index))
+        self._stats = JournalStats(stats_logger)
+        stats_logger.register_gauge(names.JOURNAL_QUEUE_SIZE, self._queue.qsize)  # requests not yet written
+        # Groups written and waiting for their fsync (BookKeeper's ForceWriteRequests).
+        stats_logger.register_gauge(names.JOURNAL_FORCE_WRITE_QUEUE_SIZE,
+                                    lambda: self._groups_written - self._groups_synced)
+        # Requests logged and not yet answered (queued, written, or waiting for their fsync).
+        stats_logger.register_gauge(names.JOURNAL_CB_QUEUE_SIZE,
+                                    lambda: self._queue.qsize() + self._requests_written - self._requests_synced)
         os.makedirs(journal_current_dir(journal_dir), exist_ok=True)
 
     # -- writing ---------------------------------------------------------------------------------
@@ -174,7 +231,7 @@ class Journal:
         """Open a new journal file (after replay) and start the journal thread."""
         existing = list_journal_ids(self.journal_dir)
         log_id = max(int(time.time() * 1000), (existing[-1] + 1) if existing else 0)
-        self._channel = JournalChannel(self.journal_dir, log_id, self.prealloc)
+        self._channel = self._new_channel(log_id)
         self.last_log_mark = LogMark(log_id, self._channel.position)
         self._thread = threading.Thread(target=self._run, name=f"BookieJournal-{self.index}", daemon=True)
         self._force_thread = threading.Thread(target=self._force_writes, name=f"ForceWriteThread-{self.index}", daemon=True)
@@ -193,40 +250,61 @@ class Journal:
         return self._queue.qsize() + requests <= self._queue.maxsize
 
     def _run(self) -> None:
-        q = self._queue
+        q, stats = self._queue, self._stats
         while True:
-            first = q.get()
-            if first is None:
+            request = q.get()
+            if request is None:
                 return
-            group = [first]
-            nbytes, nentries, stop = len(first.data), first.entries, False
-            deadline = first.enqueued + self.max_group_wait
-            while nbytes < self.bytes_threshold and not (self.entries_threshold and nentries >= self.entries_threshold):
+            started = time.monotonic()
+            group: list[_Request] = []
+            nbytes = nentries = forces = 0
+            enqueued = forces_enqueued = 0.0
+            deadline = request.enqueued + self.max_group_wait
+            stop = False
+            while True:
+                group.append(request)
+                nbytes += len(request.data)
+                entries = request.entries
+                if entries:
+                    nentries += entries
+                    enqueued += request.enqueued * entries
+                else:  # a force-ledger request: nothing of its own to write
+                    forces += 1
+                    forces_enqueued += request.enqueued
+                if nbytes >= self.bytes_threshold or (self.entries_threshold and nentries >= self.entries_threshold):
+                    stats.flush_max_outstanding_bytes.inc()
+                    break
                 try:
                     request = q.get_nowait()
                 except queue.Empty:
+                    if self.flush_when_queue_empty:
+                        stats.flush_empty_queue.inc()
+                        break
                     wait = deadline - time.monotonic()
-                    if self.flush_when_queue_empty or wait <= 0:
+                    if wait <= 0:
+                        stats.flush_max_wait.inc()
                         break
                     try:
                         request = q.get(timeout=wait)
                     except queue.Empty:
+                        stats.flush_max_wait.inc()
                         break
                 if request is None:
                     stop = True
                     break
-                group.append(request)
-                nbytes += len(request.data)
-                nentries += request.entries
-            self._flush(group, nbytes)
+            self._flush(group, nbytes, nentries, enqueued, forces, forces_enqueued, started)
             if stop:
                 return
 
-    def _flush(self, group: list[_Request], nbytes: int) -> None:
-        """Write a group (records + padding with its CRC) and hand it to the force-write thread."""
+    def _flush(self, group: list[_Request], nbytes: int, nentries: int, enqueued: float, forces: int,
+               forces_enqueued: float, started: float) -> None:
+        """Write a group (records + padding with its CRC) and hand it to the force-write thread; ``nentries``
+        .. ``forces_enqueued`` are what its fsync records (``_Written``), ``started`` when the journal thread
+        took its first request."""
         if self._failure is not None:  # nothing is written after a failed write or fsync
             self._complete(group, self._failure)
             return
+        stats = self._stats
         try:
             channel = self._channel
             if channel.position > HEADER_SIZE and channel.position + nbytes + self.alignment > self.max_size:
@@ -235,11 +313,20 @@ class Journal:
             for request in group:
                 crc = crc32c.crc32c(request.data, crc)
             pad = padding_record(channel.position + nbytes, crc, nbytes, self.alignment)
+            writing = time.monotonic()
             channel.write([r.data for r in group if r.data] + [pad])
         except OSError as exc:
             self._complete(group, self.fail(f"journal write to {self.journal_dir} failed: {exc}"))
             return
-        self._force_queue.put((channel, channel.position, group))
+        written = time.monotonic()
+        stats.flush.register_successful_event(written - writing)
+        stats.write_bytes.inc(nbytes + len(pad))
+        stats.force_write_batch_entries.register_successful_value(nentries)
+        stats.force_write_batch_bytes.register_successful_value(nbytes)
+        stats.process_time.register_successful_event(written - started)
+        self._groups_written += 1
+        self._requests_written += len(group)
+        self._force_queue.put(_Written(channel, channel.position, group, nentries, enqueued, forces, forces_enqueued))
 
     def _force_writes(self) -> None:
         """Force-write thread: one fdatasync for all groups written so far, then their callbacks."""
@@ -255,33 +342,54 @@ class Journal:
             synced: set[int] = set()
             closing = []
             drop: dict[JournalChannel, int] = {}  # channel -> synced end whose pages leave the cache
+            stats = self._stats
+            groups = 0
             for item in items:
                 if item is None:
                     stop = True
                 elif item[0] is _CLOSE_CHANNEL:
                     closing.append(item[1])  # a rolled journal: closed once what was written to it is synced
                 else:
-                    channel, end, group = item
+                    channel, end, group = item.channel, item.end, item.group
+                    groups += 1
                     # After a failure every group still waiting fails too, synced or not, and the
                     # LastLogMark stays before the failed group: a later fsync that "succeeds" may
                     # not have persisted the pages the failed one dropped.
                     error = self._failure
                     if error is None and self.sync_data and id(channel) not in synced:
+                        syncing = time.monotonic()
                         try:
                             self._fdatasync(channel.fd)
                             synced.add(id(channel))
+                            stats.sync.register_successful_event(time.monotonic() - syncing)
                         except OSError as exc:
+                            stats.sync.register_failed_event(time.monotonic() - syncing)
                             error = self.fail(f"journal fsync of {channel.path} failed: {exc}")
                     if error is None:
                         self.last_log_mark = LogMark(channel.log_id, end)
                         if self.sync_data and self.remove_pages_from_cache:
                             drop[channel] = end
+                    self._record_synced(item, error)
                     self._complete(group, error)
+                    self._groups_synced += 1
+                    self._requests_synced += len(group)
+            if groups:
+                stats.force_write_grouping.register_successful_value(groups)
             # Pages leave the cache once the adds are answered: the advice is not on the ack path.
             for channel, end in drop.items():
                 channel.drop_synced_pages(end)
             for channel in closing:
                 channel.close()
+
+    def _record_synced(self, written: _Written, error: Exception | None) -> None:
+        """JOURNAL_ADD_ENTRY and JOURNAL_FORCE_LEDGER of a group whose fsync is done: one event per group, of
+        its entries' mean latency (their sum exact), before the callbacks run (as BookKeeper's QueueEntry)."""
+        now = time.monotonic()
+        for logger, count, enqueued in ((self._stats.add_entry, written.entries, written.enqueued),
+                                        (self._stats.force_ledger, written.forces, written.forces_enqueued)):
+            if count:
+                record = logger.register_successful_event if error is None else logger.register_failed_event
+                record(now - enqueued / count, count)
 
     def _fdatasync(self, fd: int) -> None:
         """The force-write thread's sync (a method, so a test can make it fail in its own process)."""
@@ -312,9 +420,15 @@ class Journal:
         old = self._channel
         # The force-write thread closes it after syncing what was written to it.
         self._force_queue.put((_CLOSE_CHANNEL, old))
-        self._channel = JournalChannel(self.journal_dir, old.log_id + 1, self.prealloc)
+        self._channel = self._new_channel(old.log_id + 1)
         log.info("journal rolled: %x.txn -> %x.txn", old.log_id, self._channel.log_id)
         return self._channel
+
+    def _new_channel(self, log_id: int) -> JournalChannel:
+        creating = time.monotonic()
+        channel = JournalChannel(self.journal_dir, log_id, self.prealloc)
+        self._stats.creation.register_successful_event(time.monotonic() - creating)
+        return channel
 
     def shutdown(self) -> None:
         """Flush what is queued, then stop the thread."""

@@ -4,6 +4,9 @@ A directory is full above ``diskUsageThreshold`` and writable again below ``disk
 (equal to the threshold by default); above ``diskUsageWarnThreshold`` a warning is logged. With
 ``readOnlyModeEnabled`` (the default) a full directory makes the bookie read-only: normal adds get
 EREADONLY, recovery adds are still taken.
+
+Gauges (LedgerDirsManager's, under ``bookie_ledger``): ``writable_dirs``, ``num_dirs`` and each directory's
+``dir_<path>_usage`` (percent), from the last check: a scrape reads no disk.
 """
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ import logging
 import shutil
 from typing import Callable
 
+from bookie.server.bookkeeper_server_stats import LD_NUM_DIRS, LD_WRITABLE_DIRS, dir_usage_name
+from bookie.stats.stats_logger import NULL_STATS_LOGGER, StatsLogger
 from bookie.util.periodic_thread import PeriodicThread
 
 log = logging.getLogger(__name__)
@@ -22,12 +27,19 @@ def disk_usage(path: str) -> float:
 
 
 class LedgerDirsMonitor(PeriodicThread):
-    def __init__(self, conf, dirs: list[str], on_change: Callable[[bool], None]):
+    def __init__(self, conf, dirs: list[str], on_change: Callable[[bool], None],
+                 stats_logger: StatsLogger = NULL_STATS_LOGGER):
+        """``stats_logger``: the ledger directories' scope (``bookie_ledger``)."""
         super().__init__("LedgerDirsMonitor", conf["diskCheckInterval"] / 1000.0)
         self.conf = conf
         self.dirs = dirs
         self.full: set[str] = set()
+        self.usages: dict[str, float] = dict.fromkeys(dirs, 0.0)  # from the last check, 0..1
         self._on_change = on_change
+        for d in dirs:
+            stats_logger.register_gauge(dir_usage_name(d), lambda d=d: self.usages[d] * 100)
+        stats_logger.register_gauge(LD_WRITABLE_DIRS, lambda: len(self.dirs) - len(self.full))
+        stats_logger.register_gauge(LD_NUM_DIRS, lambda: len(self.dirs))
 
     @property
     def any_full(self) -> bool:
@@ -38,7 +50,7 @@ class LedgerDirsMonitor(PeriodicThread):
         threshold, lwm = self.conf["diskUsageThreshold"], self.conf.disk_lwm_threshold
         before = self.any_full
         for d in self.dirs:
-            usage = disk_usage(d)
+            usage = self.usages[d] = disk_usage(d)
             if d in self.full:
                 if usage < lwm:
                     self.full.discard(d)

@@ -26,12 +26,17 @@ A v3 request whose ``requestContext`` (BookKeeper's field 200, MDC pairs a Java 
 another bookie id under ``bk-bookie-id`` is answered EBADREQ: this project's client names the bookie it
 expects when it connects (NativeBookieClient), so a registration pointing at another bookie's endpoint
 fails that bookie instead of writing its replicas here.
+
+Metrics (RequestStats, bookie/server/request_stats.py, the engine's ``request_stats``): per batch of adds and
+per executor job of reads, one event of ``count`` requests; requests in flight and paused connections are kept
+per server, on its event loop, and read by the gauges at scrape time.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import socket
+import time
 from typing import Awaitable, Callable
 
 from bookie.exceptions import BadRequestException, UnauthorizedAccessException
@@ -52,7 +57,8 @@ from bookie.proto.native_frames import (DEFAULT_MAX_FRAME_SIZE, FRAME_HEADER, Fr
 from bookie.server import batched_read_entry_processor
 from bookie.server.bookie import Bookie
 from bookie.server.request_processor import (DEFERRED_SYNC, MAX_STREAM_INFLIGHT, failure, read_entry, read_lac,
-                                             run_in_executor)
+                                             read_stats, run_in_executor)
+from bookie.server.request_stats import OperationStats
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,7 @@ MAX_ADD_BATCH = 1024  # entries of one ledger handed to the Bookie as one framed
 MAX_ADD_BATCH_BYTES = 1 << 20
 MIN_RANGE_READ = 4  # plain reads of one ledger, evenly stepped ids, read as one range
 MIN_ADD_RUN = 8  # same-size frames taken as one run (v2_add_columns, v3_add_columns) from this many on
+OTHER, ADDS, READS = 0, 1, 2  # what requests in flight are, for ADD_ENTRY_IN_PROGRESS / READ_ENTRY_IN_PROGRESS
 
 # The v3 operations answered here: the request field each carries, and its response field.
 _V3_FIELDS = {
@@ -102,8 +109,12 @@ class BookieRequestHandler(asyncio.Protocol):
         self._outbox: list[bytes] = []
         self._inflight_bytes = 0
         self._inflight_requests = 0
+        self._inflight_adds = 0
         self._write_paused = False
         self._read_paused = False
+        self._blocked: int = OTHER  # while reading is paused: ADDS or READS, the requests it holds back
+        self._blocked_since = 0.0
+        self.received = 0.0  # when the data being handled arrived (time.monotonic): the requests' start
 
     # -- transport events ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:
@@ -119,6 +130,7 @@ class BookieRequestHandler(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.received = time.monotonic()
         try:  # same-size frames come as runs: adds of one ledger are taken as columns
             frames = self.decoder.feed_runs(data, MIN_ADD_RUN)
         except FrameTooLargeException as exc:
@@ -139,6 +151,9 @@ class BookieRequestHandler(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        if self._read_paused:  # no longer held back: out of the BLOCKED gauges
+            self._read_paused = False
+            self._unblocked()
         for task in list(self.tasks):  # long polls and reads nobody will receive
             task.cancel()
 
@@ -196,14 +211,26 @@ class BookieRequestHandler(asyncio.Protocol):
             self.transport.write(b"".join(self._outbox))
         self._outbox.clear()
 
-    def start_request(self, size: int, count: int = 1) -> None:
+    def start_request(self, size: int, count: int = 1, kind: int = OTHER) -> None:
+        """``count`` requests (``size`` bytes) taken: in flight until ``finish_request``; ``kind`` ADDS or READS
+        counts them in the IN_PROGRESS gauges too."""
         self._inflight_requests += count
         self._inflight_bytes += size
+        if kind == ADDS:
+            self._inflight_adds += count
+            self.server.in_progress.adds += count
+        elif kind == READS:
+            self.server.in_progress.reads += count
         self._update_reading()
 
-    def finish_request(self, size: int, count: int = 1) -> None:
+    def finish_request(self, size: int, count: int = 1, kind: int = OTHER) -> None:
         self._inflight_requests -= count
         self._inflight_bytes -= size
+        if kind == ADDS:
+            self._inflight_adds -= count
+            self.server.in_progress.adds -= count
+        elif kind == READS:
+            self.server.in_progress.reads -= count
         self._update_reading()
 
     def _update_reading(self) -> None:
@@ -213,28 +240,53 @@ class BookieRequestHandler(asyncio.Protocol):
             return
         self._read_paused = full
         if full:
+            self._block()
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
+            self._unblocked()
 
-    def spawn_many(self, work: Awaitable[list[bytes]], requests: list[tuple]) -> None:
+    def _block(self) -> None:
+        """Reading paused: counted as blocked adds when adds are most of what the connection has in flight,
+        as blocked reads otherwise (a client not reading its answers: mostly reads' bodies)."""
+        adds = self._inflight_adds
+        self._blocked = ADDS if adds and 2 * adds >= self._inflight_requests else READS
+        self._blocked_since = time.monotonic()
+        counts = self.server.in_progress
+        if self._blocked == ADDS:
+            counts.adds_blocked += 1
+        else:
+            counts.reads_blocked += 1
+
+    def _unblocked(self) -> None:
+        waited, counts, stats = time.monotonic() - self._blocked_since, self.server.in_progress, self.server.stats
+        if self._blocked == ADDS:
+            counts.adds_blocked -= 1
+            stats.add_blocked_wait.register_successful_event(waited)
+        else:
+            counts.reads_blocked -= 1
+            stats.read_blocked_wait.register_successful_event(waited)
+        self._blocked = OTHER
+
+    def spawn_many(self, work: Awaitable[list[bytes]], requests: list[tuple], kind: int = OTHER) -> None:
         """Run ``work`` (which returns the answers) as the ``requests`` in flight (each ends with its size)."""
         def send_all(answers: list[bytes]) -> None:
             for answer in answers:
                 self.send(answer)
-        self.spawn(work, sum(r[-1] for r in requests), len(requests), send_all)
+        self.spawn(work, sum(r[-1] for r in requests), len(requests), send_all, kind)
 
-    def spawn(self, work: Awaitable, size: int, count: int = 1, deliver: Callable | None = None) -> None:
-        """Run ``work`` as ``count`` requests (``size`` bytes) in flight; ``deliver`` its result (``send``: the
-        answer) unless the connection closed meanwhile."""
-        self.start_request(size, count)
+    def spawn(self, work: Awaitable, size: int, count: int = 1, deliver: Callable | None = None,
+              kind: int = OTHER) -> None:
+        """Run ``work`` as ``count`` requests (``size`` bytes, ``kind``) in flight; ``deliver`` its result
+        (``send``: the answer) unless the connection closed meanwhile."""
+        self.start_request(size, count, kind)
         task = asyncio.ensure_future(work)
         self.tasks.add(task)
         deliver = deliver or self.send
 
         def done(t: asyncio.Task) -> None:
             self.tasks.discard(t)
-            self.finish_request(size, count)
+            self.finish_request(size, count, kind)
             if not t.cancelled():
                 deliver(t.result())
         task.add_done_callback(done)
@@ -248,10 +300,16 @@ class BookieRequestProcessor:
         self.bookie = bookie
         self.max_batch_read_size = max_batch_read_size
         self.bookie_id = bookie_id  # None: requests naming a bookie id are not checked (an engine served alone)
+        self.stats = stats = bookie.request_stats
         self._v3_ops: dict[int, Callable] = {
             pb.READ_ENTRY: self._read_v3, pb.WRITE_LAC: self._write_lac_v3, pb.READ_LAC: self._read_lac_v3,
             pb.GET_BOOKIE_INFO: self._bookie_info_v3, pb.FORCE_LEDGER: self._force_ledger_v3,
             pb.GET_LIST_OF_ENTRIES_OF_LEDGER: self._list_of_entries_v3, pb.AUTH: self._auth_v3,
+        }
+        # What each v3 operation records (READ_ENTRY's is chosen by its kind, read_stats); AUTH nothing.
+        self._v3_stats: dict[int, OperationStats] = {
+            pb.WRITE_LAC: stats.write_lac, pb.READ_LAC: stats.read_lac, pb.GET_BOOKIE_INFO: stats.bookie_info,
+            pb.FORCE_LEDGER: stats.force_ledger, pb.GET_LIST_OF_ENTRIES_OF_LEDGER: stats.list_of_entries,
         }
 
     # -- adds and plain reads, both versions: the hot path, batched per read from the socket --------
@@ -259,11 +317,11 @@ class BookieRequestProcessor:
              answer: Callable[[int], bytes], size: int) -> None:
         """Queue an add in ``handler.adds``: ``submit_batched`` hands it to the Bookie."""
         if len(body) < _ENTRY_IDS:
-            handler.send(answer(status.EBADREQ))  # an entry starts with its ledger and entry ids
+            self._refuse_add(handler, answer)  # an entry starts with its ledger and entry ids
             return
         ledger_id = int.from_bytes(body[:8], "big", signed=True)  # WriteEntryProcessorV3
         if ledger_id < 0:
-            handler.send(answer(status.EBADREQ))
+            self._refuse_add(handler, answer)
             return
         group = handler.adds.get((ledger_id, master_key, recovery))
         if group is None:
@@ -288,7 +346,7 @@ class BookieRequestProcessor:
                 self._add_batch(handler, ledger, master_key, recovery, batch)
         if handler.reads:
             reads, handler.reads = handler.reads, []
-            handler.spawn_many(self._read_many(reads), reads)
+            handler.spawn_many(self._read_many(reads, handler.received), reads, READS)
 
     def _add_batch(self, handler: BookieRequestHandler, ledger: LedgerId, master_key: bytes, recovery: bool,
                    batch: list[tuple[bytes, Callable[[int], bytes], int]]) -> None:
@@ -307,7 +365,7 @@ class BookieRequestProcessor:
                 for item in batch:
                     self._add_batch(handler, ledger, master_key, recovery, [item])
             else:
-                handler.send(batch[0][1](status.EBADREQ))
+                self._refuse_add(handler, batch[0][1])
         self._store(handler, ledger, master_key, recovery, b"".join(parts), sum(item[2] for item in batch),
                     len(batch), answer_all, one_by_one)
 
@@ -318,22 +376,33 @@ class BookieRequestProcessor:
         answers every one with a status: once the batch's journal record is fsynced, or at once with a
         refusal that is the same for every entry (fenced, read-only, wrong key, journal full). A batch refused
         for one entry (too large, id out of range) is taken ``one_by_one``, so that each gets its own answer."""
+        received, started = handler.received, time.monotonic()
         try:
             future = self.bookie.add_entries(ledger, master_key, framed, recovery=recovery)
         except BadRequestException:
             one_by_one()
             return
         except Exception as exc:
-            answer_all(failure(exc)[0])
+            code = failure(exc)[0]
+            self.stats.add_answered(received, started, code, count)
+            answer_all(code)
             return
-        handler.start_request(size, count)
+        handler.start_request(size, count, ADDS)
         loop = asyncio.get_running_loop()
 
         def answered(f) -> None:  # on the event loop, once the batch's journal record is fsynced
-            handler.finish_request(size, count)
+            handler.finish_request(size, count, ADDS)
             error = f.exception()
-            answer_all(status.EOK if error is None else failure(error)[0])
+            code = status.EOK if error is None else failure(error)[0]
+            self.stats.add_answered(received, started, code, count)
+            answer_all(code)
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(answered, f))
+
+    def _refuse_add(self, handler: BookieRequestHandler, answer: Callable[[int], bytes]) -> None:
+        """Answer one add EBADREQ at once (recorded as a failed ADD_ENTRY_REQUEST)."""
+        received = handler.received
+        self.stats.add.answered(received, received, 0, 1)
+        handler.send(answer(status.EBADREQ))
 
     def process_run(self, handler: BookieRequestHandler, run: FrameRun) -> None:
         """Same-size frames: adds of one ledger, key and flags (v3_add_columns, or v2_add_columns on a v2
@@ -371,14 +440,17 @@ class BookieRequestProcessor:
     def _read_run(self, handler: BookieRequestHandler, reads: V3ReadRun, part: FrameRun) -> None:
         """A run of plain reads read as one strided range in an executor job, answered with one buffer; unless the
         bookie holds every one of them, all of one size: then each is read and answered alone."""
+        received, started = handler.received, time.monotonic()
+
         def deliver(found: tuple[bytes, int | None] | None) -> None:
             rows = None if found is None else entry_format.framed_rows(found[0], 1)
             if rows is None:
                 self._one_by_one(handler, part)
             else:
+                self.stats.read.answered(received, started, part.count)
                 handler.send_framed(reads.encode_answers(rows[:, entry_format.FRAME_LEN:], found[1]))
         handler.spawn(run_in_executor(self._read_stepped, LedgerId(0, reads.ledger_id), reads.first, reads.step,
-                                      reads.count), part.payload_size * part.count, part.count, deliver)
+                                      reads.count), part.payload_size * part.count, part.count, deliver, READS)
 
     def _one_by_one(self, handler: BookieRequestHandler, part: FrameRun) -> None:
         """A run's frames taken as if they had come one by one."""
@@ -387,15 +459,20 @@ class BookieRequestProcessor:
                 handler._dispatch(payload)
         self.submit_batched(handler)
 
-    async def _read_many(self, reads: list[tuple[LedgerId, int, Callable, int]]) -> list[bytes]:
-        """Plain reads (ledger, entry id, answer, size), read in one executor job; their answers."""
+    async def _read_many(self, reads: list[tuple[LedgerId, int, Callable, int]], received: float) -> list[bytes]:
+        """Plain reads (ledger, entry id, answer, size) that arrived at ``received``, read in one executor job;
+        their answers."""
+        started = time.monotonic()
         results = await run_in_executor(self._read_entries, reads)
         answers = []
+        failed = 0
         for (_, _, answer, _), result in zip(reads, results):
             if isinstance(result, Exception):
+                failed += 1
                 answers.append(answer(failure(result)[0], None, None, None))
             else:
                 answers.append(answer(status.EOK, *result))
+        self.stats.read.answered(received, started, len(reads) - failed, failed)
         return answers
 
     def _read_entries(self, reads) -> list:
@@ -437,12 +514,17 @@ class BookieRequestProcessor:
         """The framed entries ``first``, ``first + step``, ... (``count`` of them) and the ledger's LAC, or None
         unless the bookie has every one of them (the storage checks each record's ledger and entry id)."""
         last = first + (count - 1) * step
+        started = time.monotonic()
         try:
             parts, got, _ = self.bookie.storage.read_framed_parts(ledger, first, last, 1 << 62, step, first % step)
             lac = self.bookie.last_add_confirmed(ledger)
         except Exception:
             return None  # each read then gets its own answer
-        return (b"".join(parts), lac) if got == count else None
+        if got != count:
+            return None
+        framed = b"".join(parts)
+        self.bookie.stats.read(started, count, len(framed) - entry_format.FRAME_LEN * count)  # else read one by one
+        return framed, lac
 
     # -- v3 -----------------------------------------------------------------------------------------
     def process_v3(self, handler: BookieRequestHandler, request: pb.Request, size: int) -> None:
@@ -455,8 +537,7 @@ class BookieRequestProcessor:
             return
         if op == pb.READ_ENTRY and request.HasField("readRequest"):
             read = request.readRequest
-            fence = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER  # proto2: absent reads as 1
-            if not fence and not read.HasField("previousLAC"):
+            if not _fences(read) and not read.HasField("previousLAC"):
                 self._plain_read_v3(handler, request, read, size)
                 return
         self.submit_batched(handler)  # what came before this request reaches the Bookie first
@@ -473,7 +554,12 @@ class BookieRequestProcessor:
         for name in ("ledgerId", "entryId"):  # required in the responses that have them
             if name in body.DESCRIPTOR.fields_by_name:
                 setattr(body, name, getattr(sub, name))
-        handler.spawn(self._answer_v3(self._v3_ops[op], sub, response, body), size)
+        if op == pb.READ_ENTRY:
+            stats = read_stats(self.stats, _fences(sub), sub.HasField("previousLAC"))
+        else:
+            stats = self._v3_stats.get(op)
+        handler.spawn(self._answer_v3(self._v3_ops[op], sub, response, body, stats, handler.received), size,
+                      kind=READS if op == pb.READ_ENTRY else OTHER)
 
     def _plain_read_v3(self, handler: BookieRequestHandler, request: pb.Request, read: pb.ReadRequest,
                        size: int) -> None:
@@ -502,18 +588,23 @@ class BookieRequestProcessor:
         def answer(code: int) -> bytes:
             return v3.encode_v3_add_response(header, code, ledger_id, entry_id)
         if add.writeFlags & DEFERRED_SYNC:
-            handler.send(answer(status.EBADREQ))
+            self._refuse_add(handler, answer)
             return
         recovery = add.HasField("flag") and add.flag == pb.AddRequest.RECOVERY_ADD  # proto2: absent reads as 1
         self._add(handler, add.body, add.masterKey, recovery, answer, size)
 
     @staticmethod
-    async def _answer_v3(work, request, response: pb.Response, body) -> bytes:
+    async def _answer_v3(work, request, response: pb.Response, body, stats: OperationStats | None,
+                         received: float) -> bytes:
+        started = time.monotonic()
         try:
             await work(request, body)
             code = status.EOK
         except Exception as exc:
             code = failure(exc)[0]
+        if stats is not None:
+            ok = int(code == status.EOK)
+            stats.answered(received, started, ok, 1 - ok)
         if "status" in body.DESCRIPTOR.fields_by_name:
             body.status = code
         response.status = code
@@ -575,11 +666,12 @@ class BookieRequestProcessor:
                                                             v2.auth_disabled_message().SerializeToString())))
         else:
             self.submit_batched(handler)
-            handler.spawn(self._read_v2(request), size)
+            handler.spawn(self._read_v2(request, handler.received), size, kind=READS)
 
-    async def _read_v2(self, request: v2.ReadRequest | v2.BatchedReadRequest) -> bytes:
+    async def _read_v2(self, request: v2.ReadRequest | v2.BatchedReadRequest, received: float) -> bytes:
         batch = isinstance(request, v2.BatchedReadRequest)
         entries = b""
+        started = time.monotonic()
         try:
             ledger = _ledger(request.ledger_id)
             fence_key = None
@@ -597,10 +689,16 @@ class BookieRequestProcessor:
             rc = v2.EOK
         except Exception as exc:
             rc = v2.to_v2_status(failure(exc)[0])
+        ok = int(rc == v2.EOK)
+        read_stats(self.stats, request.fencing, False).answered(received, started, ok, 1 - ok)
         if batch:
             return v2.encode_batched_read_response(request.version, rc, request.ledger_id, request.entry_id,
                                                    request.request_id, entries)
         return v2.encode_response(v2.ReadResponse(request.version, rc, request.ledger_id, request.entry_id, entries))
+
+
+def _fences(read: pb.ReadRequest) -> bool:
+    return read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER  # proto2: absent reads as 1
 
 
 class BookieNettyServer:
@@ -612,6 +710,8 @@ class BookieNettyServer:
                  max_batch_read_size: int = DEFAULT_MAX_BATCH_READ_SIZE, bookie_id: str | None = None,
                  read_size: int = DEFAULT_READ_SIZE):
         self.processor = BookieRequestProcessor(bookie, max_batch_read_size, bookie_id)
+        self.stats = bookie.request_stats
+        self.in_progress = self.stats.in_progress()  # this server's share of the IN_PROGRESS and BLOCKED gauges
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size

@@ -21,6 +21,10 @@ EBADREQ naming what was wrong and what is allowed.
 A call whose metadata names another bookie id (``bk-bookie-id``: the client's expected bookie, from the
 registration it followed) is refused with FAILED_PRECONDITION, this bookie's id in the trailing metadata
 under the same key; the client turns it into BKWrongBookieException, a failure of the bookie it meant.
+
+Metrics (RequestStats, bookie/server/request_stats.py, the engine's ``request_stats``): an AddRequest is one
+ADD_ENTRY event of its entries; a unary call one event; a range read one READ_ENTRY event of its entries per
+message. A stream waiting for room (MAX_STREAM_INFLIGHT) counts in ADD_ENTRY_BLOCKED while it waits.
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ from bookie.server.bookie import Bookie
 from bookie.server import garbage_collection_request
 from bookie.server import multi_range_read
 from bookie.server.index import MAX_ENTRY_ID
+from bookie.server.request_stats import OperationStats, RequestStats
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +101,11 @@ class ReadResult(NamedTuple):
         response.maxLAC = self.max_lac
         if self.lac_update_timestamp is not None:
             response.lacUpdateTimestamp = self.lac_update_timestamp
+
+
+def read_stats(stats: RequestStats, fence: bool, long_poll: bool) -> OperationStats:
+    """What a read records, by its kind (ReadEntryProcessorV3): fencing, long poll, or plain."""
+    return stats.fence_read if fence else stats.long_poll_read if long_poll else stats.read
 
 
 async def read_entry(bookie: Bookie, ledger: LedgerId, entry_id: int, fence_key: bytes | None,
@@ -165,6 +175,8 @@ class BookieServicer(pb_grpc.BookieServicer):
         self.max_range_message_bytes = max_range_message_bytes
         self.bookie_id = bookie_id  # None: calls naming a bookie id are not checked (a servicer without an id)
         self._add_stream_readers: set[asyncio.Future] = set()  # the request reader of each open add stream
+        self.stats = bookie.request_stats
+        self.in_progress = self.stats.in_progress()  # this service's share of the IN_PROGRESS and BLOCKED gauges
 
     async def refuse_if_meant_for_another(self, context) -> None:
         """Abort the call (FAILED_PRECONDITION) if its metadata names a bookie id that is not this one."""
@@ -195,50 +207,72 @@ class BookieServicer(pb_grpc.BookieServicer):
             while completed:
                 finished(*completed.popleft())
 
-        def on_fsynced(request, size: int, future: Future) -> None:
-            completed.append((request, size, future))
+        stats, counts = self.stats, self.in_progress
+
+        def on_fsynced(request, size: int, received: float, started: float, future: Future) -> None:
+            completed.append((request, size, received, started, future))
             if not state["woken"] and not loop.is_closed():
                 state["woken"] = True
                 loop.call_soon_threadsafe(answer_completed)
 
-        def finished(request, size: int, future: Future) -> None:
+        def finished(request, size: int, received: float, started: float, future: Future) -> None:
             state["inflight"] -= size
             state["pending"] -= 1
+            counts.adds -= 1
             if state["inflight"] < MAX_STREAM_INFLIGHT:
                 room.set()
             exc = future.exception()
             if exc is None:
                 ids = future.result()
+                stats.add_answered(received, started, status.EOK, len(ids))
                 responses.put_nowait(pb.AddResponse(txnId=request.txnId, status=status.EOK, ledgerScopeId=request.ledgerScopeId,
                                                     ledgerId=request.ledgerId, firstEntryId=ids[0], lastEntryId=ids[-1],
                                                     entryCount=len(ids)))
             else:
-                responses.put_nowait(self._add_error(request, *failure(exc)))
+                code, message = failure(exc)
+                stats.add_answered(received, started, code, 1)
+                responses.put_nowait(self._add_error(request, code, message))
             if state["done"] and state["pending"] == 0:
                 responses.put_nowait(_END)
+
+        async def wait_for_room(since: float) -> None:
+            """Back-pressure: the stream is not read until its adds in flight drain (ADD_ENTRY_BLOCKED)."""
+            counts.adds_blocked += 1
+            try:
+                await room.wait()
+            finally:
+                counts.adds_blocked -= 1
+            stats.add_blocked_wait.register_successful_event(time.monotonic() - since)
 
         async def read_requests() -> None:
             try:
                 async for request in request_iterator:
+                    received = time.monotonic()
                     if type(request) is MalformedRequest:  # the adds before it are still answered
                         state["malformed"] = request.refused()
                         break
-                    await room.wait()
+                    if not room.is_set():
+                        await wait_for_room(received)
                     data = request.entries  # a view into the received bytes (add_request.py): no copy
+                    started = time.monotonic()
                     try:
                         if request.writeFlags & DEFERRED_SYNC:
                             raise BadRequestException("DEFERRED_SYNC writes are not supported by this bookie")
                         future = self.bookie.add_entries(_ledger(request), request.masterKey, data,
                                                          recovery=request.flag == pb.AddRequest.RECOVERY_ADD)
                     except Exception as exc:
-                        responses.put_nowait(self._add_error(request, *failure(exc)))
+                        code, message = failure(exc)
+                        stats.add_answered(received, started, code, 1)
+                        responses.put_nowait(self._add_error(request, code, message))
                         continue
                     size = len(data)
                     state["inflight"] += size
                     state["pending"] += 1
+                    counts.adds += 1
                     if state["inflight"] >= MAX_STREAM_INFLIGHT:
                         room.clear()
-                    future.add_done_callback(lambda f, r=request, n=size: on_fsynced(r, n, f))
+                    future.add_done_callback(
+                        lambda f, r=request, n=size, t0=received, t1=started: on_fsynced(r, n, t0, t1, f))
             except Exception as exc:  # the adds taken are still answered; then the stream fails, not ends
                 log.exception("add stream from %s: reading its requests failed", context.peer())
                 state["broken"] = f"the bookie stopped reading this add stream: {type(exc).__name__}: {exc}"
@@ -283,20 +317,27 @@ class BookieServicer(pb_grpc.BookieServicer):
     async def ReadEntry(self, request: pb.ReadRequest, context) -> pb.ReadResponse:
         response = pb.ReadResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId,
                                    entryId=request.entryId)
+        fence, long_poll = request.flag == pb.ReadRequest.FENCE_LEDGER, request.HasField("previousLAC")
+        started = time.monotonic()
+        self.in_progress.reads += 1
         try:
             result = await read_entry(self.bookie, _ledger(request), request.entryId,
-                                      request.masterKey if request.flag == pb.ReadRequest.FENCE_LEDGER else None,
-                                      request.previousLAC if request.HasField("previousLAC") else None,
+                                      request.masterKey if fence else None,
+                                      request.previousLAC if long_poll else None,
                                       request.timeOut, request.flag == pb.ReadRequest.ENTRY_PIGGYBACK)
             result.fill(response)
             response.status = status.EOK
         except Exception as exc:
             response.status, response.message = failure(exc)
+        finally:
+            self.in_progress.reads -= 1
+        _answered(read_stats(self.stats, fence, long_poll), started, response.status)
         return response
 
     async def ReadEntries(self, request: pb.ReadRangeRequest, context):
         first, last = request.firstEntryId, request.lastEntryId
         budget = request.maxBytesPerMessage or self.max_range_message_bytes
+        started = time.monotonic()  # of the message being read
         try:
             ledger = multi_range_read.checked_range(request)
             multi_range_read.check_message_bytes(request.maxBytesPerMessage)
@@ -306,21 +347,26 @@ class BookieServicer(pb_grpc.BookieServicer):
                                                        request.stride, request.offset))
 
             pending = read(first)
+            self.in_progress.reads += 1
             try:
                 while True:
-                    message, covered = await pending
+                    message, covered, count = await pending
+                    self.stats.read.answered(started, started, max(count, 1))  # a message: its entries
                     more = first <= covered < last
                     if more:  # read the next message while this one is sent
+                        started = time.monotonic()
                         pending = read(covered + 1)
                     yield message
                     if not more:
                         return
                     first = covered + 1
             finally:  # the client may have gone away: nobody waits for a read still running
+                self.in_progress.reads -= 1
                 pending.cancel()
                 pending.add_done_callback(lambda f: f.cancelled() or f.exception())  # nor for its error
         except Exception as exc:
             code, message = failure(exc)
+            self.stats.read.answered(started, started, 0, 1)
             # nothing covered: the id before the range, or -1 for a range that starts below 0
             yield pb.ReadRangeResponse(status=code, message=message,
                                        lastEntryIdCovered=max(first - 1, -1)).SerializeToString()
@@ -332,30 +378,40 @@ class BookieServicer(pb_grpc.BookieServicer):
             yield pb.ReadRangesResponse(status=status.EBADREQ, message=str(exc)).SerializeToString()
             return
         budget, cursor = request.maxBytesPerMessage or self.max_range_message_bytes, multi_range_read.Cursor()
-        while cursor.index < len(ranges):
-            yield await run_in_executor(multi_range_read.next_message, self.bookie, ranges, cursor, budget)
+        started = time.monotonic()
+        self.in_progress.reads += 1
+        try:
+            while cursor.index < len(ranges):
+                yield await run_in_executor(multi_range_read.next_message, self.bookie, ranges, cursor, budget)
+        finally:
+            self.in_progress.reads -= 1
+        self.stats.read.answered(started, started, 1)  # one request (its entries: bookie_BOOKIE_READ_ENTRY)
         if not ranges:
             yield pb.ReadRangesResponse(status=status.EOK).SerializeToString()
 
     def _range_message(self, ledger: LedgerId, first: int, last: int, budget: int, stride: int,
-                       offset: int) -> tuple[bytes, int]:
-        """(one serialized ReadRangeResponse from ``first`` on, the last entry id it covers)."""
+                       offset: int) -> tuple[bytes, int, int]:
+        """(one serialized ReadRangeResponse from ``first`` on, the last entry id it covers, its entries)."""
         parts, count, covered = self.bookie.read_entries_parts(ledger, first, last, budget, stride, offset)
-        return encode_read_range_response(parts, count, covered, self.bookie.last_add_confirmed(ledger)), covered
+        return (encode_read_range_response(parts, count, covered, self.bookie.last_add_confirmed(ledger)), covered,
+                count)
 
     # -- LAC, force, info --------------------------------------------------------------------------
     async def WriteLac(self, request: pb.WriteLacRequest, context) -> pb.WriteLacResponse:
         response = pb.WriteLacResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
+        started = time.monotonic()
         try:
             await asyncio.wrap_future(self.bookie.set_explicit_lac(_ledger(request), request.masterKey, request.body,
                                                                      request.lac))
             response.status = status.EOK
         except Exception as exc:
             response.status, response.message = failure(exc)
+        _answered(self.stats.write_lac, started, response.status)
         return response
 
     async def ReadLac(self, request: pb.ReadLacRequest, context) -> pb.ReadLacResponse:
         response = pb.ReadLacResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
+        started = time.monotonic()
         try:
             lac_body, last_entry = await read_lac(self.bookie, _ledger(request))
             if lac_body is not None:
@@ -365,34 +421,45 @@ class BookieServicer(pb_grpc.BookieServicer):
             response.status = status.EOK
         except Exception as exc:
             response.status, response.message = failure(exc)
+        _answered(self.stats.read_lac, started, response.status)
         return response
 
     async def ForceLedger(self, request: pb.ForceLedgerRequest, context) -> pb.ForceLedgerResponse:
         response = pb.ForceLedgerResponse(ledgerScopeId=request.ledgerScopeId, ledgerId=request.ledgerId)
+        started = time.monotonic()
         try:
             await asyncio.wrap_future(self.bookie.force_ledger(_ledger(request)))
             response.status = status.EOK
         except Exception as exc:
             response.status, response.message = failure(exc)
+        _answered(self.stats.force_ledger, started, response.status)
         return response
 
     async def GetBookieInfo(self, request: pb.GetBookieInfoRequest, context) -> pb.GetBookieInfoResponse:
+        started = time.monotonic()
         total, free = self.bookie.disk_info()
         response = pb.GetBookieInfoResponse(status=status.EOK, readOnly=self.bookie.read_only)
         if request.requested & pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY:
             response.totalDiskCapacity = total
         if request.requested & pb.GetBookieInfoRequest.FREE_DISK_SPACE:
             response.freeDiskSpace = free
+        _answered(self.stats.bookie_info, started, status.EOK)
         return response
 
     async def GetListOfEntriesOfLedger(self, request, context) -> pb.GetListOfEntriesOfLedgerResponse:
-        return await run_in_executor(self._list_of_entries, request)
+        started = time.monotonic()
+        response = await run_in_executor(self._list_of_entries, request)
+        _answered(self.stats.list_of_entries, started, response.status)
+        return response
 
     async def GetListOfEntriesOfLedgers(self, request, context) -> pb.GetListOfEntriesOfLedgersResponse:
         if len(request.ledgers) > availability.MAX_LEDGERS_PER_LIST_REQUEST:
             return pb.GetListOfEntriesOfLedgersResponse(status=status.EBADREQ, message=(
                 f"{len(request.ledgers)} ledgers in one request; at most {availability.MAX_LEDGERS_PER_LIST_REQUEST}"))
+        started = time.monotonic()
         answers = await run_in_executor(lambda: [self._list_of_entries(ledger) for ledger in request.ledgers])
+        failed = sum(answer.status != status.EOK for answer in answers)
+        self.stats.list_of_entries.answered(started, started, len(answers) - failed, failed)
         return pb.GetListOfEntriesOfLedgersResponse(status=status.EOK, ledgers=answers)
 
     def _list_of_entries(self, request: pb.GetListOfEntriesOfLedgerRequest) -> pb.GetListOfEntriesOfLedgerResponse:
@@ -406,6 +473,12 @@ class BookieServicer(pb_grpc.BookieServicer):
 
     async def GarbageCollection(self, request: pb.GarbageCollectionRequest, context) -> pb.GarbageCollectionResponse:
         return garbage_collection_request.handle(self.bookie, request)
+
+
+def _answered(stats: OperationStats, started: float, code: int) -> None:
+    """One unary call answered ``code``: a gRPC request arrives whole, so its work starts as it arrives."""
+    ok = int(code == status.EOK)
+    stats.answered(started, started, ok, 1 - ok)
 
 
 # Methods whose handler yields serialized responses itself (see bookie/proto/read_range.py).

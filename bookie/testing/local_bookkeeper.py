@@ -5,7 +5,9 @@ bookies. Every process it starts runs in its own process group and is stopped by
 
 Its bookies listen on loopback only (``listeningInterface=lo``, ``allowLoopback=true``: LOCAL_BOOKIE_SETTINGS),
 each on two ports no other of them has (``bookie.util.processes.free_ports``): a port is a bookie's id and its
-cookie's name.
+cookie's name. With httpServerEnabled each serves the HTTP admin API on 127.0.0.1 (``http_address``): bookie i on
+httpServerPort + i (BookKeeper's LocalBookKeeper starts no HTTP server), or on a free port of its own when
+httpServerPort is 0.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from bookie.exceptions import PortInUseException, ProcessStartException
 from bookie.meta.zk_metadata_store import ZKMetadataStore
+from bookie.server.conf import ServerConfiguration
 from bookie.testing.zookeeper_server import ZooKeeperServer
 from bookie.util.processes import free_ports, stop_process, tail
 
@@ -74,6 +77,7 @@ class LocalBookie(BookieProcess):
     port: int = 0
     grpc_port: int = 0
     kept: bool = False  # its ports come from the directory's PORTS_FILE: it may hold data, its id is fixed
+    http_port: int = 0  # its HTTP admin server's (httpServerPort); 0: it serves none
 
     @property
     def bookie_id(self) -> str:
@@ -82,6 +86,11 @@ class LocalBookie(BookieProcess):
     @property
     def grpc_address(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_address(self) -> str | None:
+        """host:port of its HTTP admin server (None without httpServerEnabled)."""
+        return f"127.0.0.1:{self.http_port}" if self.http_port else None
 
 
 def write_conf(path: str, values: dict) -> None:
@@ -134,6 +143,11 @@ class LocalBookKeeper:
         self.zookeeper = zookeeper or ZooKeeperServer(os.path.join(self.base_dir, "zookeeper"), zk_port, tick_time)
         self.root = root
         self.settings = {**LOCAL_BOOKIE_SETTINGS, **(bookie_settings or {})}
+        http = ServerConfiguration({k: v for k, v in self.settings.items()
+                                    if k in ("httpServerEnabled", "httpServerPort")})
+        # The HTTP admin servers' first port (None: they serve none); 0: each bookie a free port of its own.
+        self._http_base: int | None = http["httpServerPort"] if http["httpServerEnabled"] else None
+        self._planned = num_bookies
         self.bookies: list[LocalBookie] = []
         self._kept = self._kept_ports()
         for i in range(num_bookies):
@@ -170,13 +184,28 @@ class LocalBookKeeper:
 
     def _kept_bookie(self, index: int, port: int, grpc_port: int) -> LocalBookie:
         return LocalBookie(index, os.path.join(self.base_dir, f"bookie-{index}"), port=port, grpc_port=grpc_port,
-                           kept=True)
+                           kept=True, http_port=self._http_port(index))
 
     def _new_bookie(self, index: int) -> LocalBookie:
         """A bookie with two free ports of its own (bookiePort, grpcPort), none its bookies have (nor the ports
-        of the one it replaces, which another process took) nor ZooKeeper's."""
-        port, grpc_port = free_ports(2, self.ports + [self.zookeeper.port])
-        return LocalBookie(index, os.path.join(self.base_dir, f"bookie-{index}"), port=port, grpc_port=grpc_port)
+        of the one it replaces, which another process took) nor ZooKeeper's, nor an HTTP admin server's."""
+        port, grpc_port = free_ports(2, self.ports + [self.zookeeper.port] + self._http_ports())
+        return LocalBookie(index, os.path.join(self.base_dir, f"bookie-{index}"), port=port, grpc_port=grpc_port,
+                           http_port=self._http_port(index))
+
+    def _http_ports(self) -> list[int]:
+        """The HTTP admin ports taken or reserved: httpServerPort + i of the bookies planned and of one more (an
+        added bookie), or the free ones picked so far."""
+        if self._http_base:
+            return list(range(self._http_base, self._http_base + max(self._planned, len(self.bookies)) + 1))
+        return [b.http_port for b in self.bookies if b.http_port]
+
+    def _http_port(self, index: int) -> int:
+        if self._http_base is None:
+            return 0
+        if self._http_base:
+            return self._http_base + index
+        return free_ports(1, self.ports + [self.zookeeper.port] + self._http_ports())[0]
 
     @property
     def metadata_service_uri(self) -> str:
@@ -239,6 +268,8 @@ class LocalBookKeeper:
         values = {**self.settings, **bookie.settings, "bookiePort": bookie.port, "grpcPort": bookie.grpc_port,
                   "journalDirectories": bookie.journal_dir, "ledgerDirectories": bookie.ledger_dir,
                   "metadataServiceUri": self.metadata_service_uri}
+        if bookie.http_port:
+            values.update(httpServerPort=bookie.http_port, httpServerHost="127.0.0.1")
         write_conf(bookie.conf_path, values)
         with ZKMetadataStore(self.metadata_service_uri) as store:
             # After a SIGKILL the old process's registration lingers until its session expires: the

@@ -45,8 +45,8 @@ def arm(mode: str, rng: random.Random) -> None:
         original = Journal._flush
         countdown = [rng.randint(3, 40)]
 
-        def flush_then_maybe_die(self, group, nbytes):
-            original(self, group, nbytes)
+        def flush_then_maybe_die(self, *group_and_its_stats):
+            original(self, *group_and_its_stats)
             countdown[0] -= 1
             if countdown[0] == 0:
                 die()  # fsynced (maybe acknowledged) but no checkpoint has covered it
