@@ -95,7 +95,7 @@ def figures(med: dict[str, list[float]]) -> list[Figure]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--in-flight", type=int, default=16, help="batches in flight")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="bk-bench-add-", dir=os.environ.get("BENCH_DIR"))
@@ -118,9 +118,10 @@ def main() -> None:
         wait_for_port(journal_port, journal_only, 30, "journal-only servicer")
         with scraped([cluster.bookies[0].http_address]) as scrapes:
             for r in range(args.rounds):
+                # The two bookies swap places every round: neither is always measured first.
+                bookies = [("unmetered", unmetered.bookies[0].grpc_address), ("bookie", cluster.bookies[0].grpc_address)]
                 for name, target in (("bare", f"127.0.0.1:{bare_port}"), ("journal", f"127.0.0.1:{journal_port}"),
-                                     ("unmetered", unmetered.bookies[0].grpc_address),
-                                     ("bookie", cluster.bookies[0].grpc_address)):
+                                     *(bookies if r % 2 == 0 else reversed(bookies))):
                     results[name].append(run_client(target, LedgerId(0, 1 + r), args.seconds, args.in_flight))
                     rate, p50, p99 = results[name][-1]
                     print(f"round {r + 1} {name:9s}: {rate:10,.0f} entries/s  batch p50 {p50:6.1f} ms  "
