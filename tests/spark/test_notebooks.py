@@ -89,7 +89,7 @@ def test_replication_notebook(sample_cluster, tmp_path):
     out = text(notebook)
     assert f"{uri}: replication audit run" in out
     assert f"|{sample.lost_bookie}|marked|{len(sample.underreplicated)}" in out.replace(" ", "")
-    assert images(notebook) == 3  # under-replicated, short fragments, history
+    assert images(notebook) == 3  # under-replicated, fragments short or not checked, history
     no_arrow_warning(notebook)
     audit_output_removed(out, tmp_path, "replication")
 
