@@ -302,8 +302,7 @@ class Auditor:
                 metrics.num_skipping_check_task_times.inc(skipped)
             return None
         pending = {b: since for b, since in self._lost_since.items() if b not in self._marked}
-        delay = self.manager.get_lost_bookie_recovery_delay()
-        delay = self.conf["lostBookieRecoveryDelay"] if delay is None else delay
+        delay = self.manager.get_lost_bookie_recovery_delay(self.conf["lostBookieRecoveryDelay"])
         due, next_due = recovery_due(pending, 0 if forced or periodic else delay, now)
         if due:
             self._mark(index, due)
